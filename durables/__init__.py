@@ -1,0 +1,72 @@
+"""durables: durable, shared and serial subscriptions on Redis Streams."""
+
+from __future__ import annotations
+
+from .channel import Channel, ChannelInfo
+from .client import Client, connect
+from .consumer import Consumer
+from .durable import Durable, DurableInfo, Kind
+from .errors import (
+    ChannelFullError,
+    ChannelNotFound,
+    ConfigError,
+    ConnectionLostError,
+    ConsumerClosedError,
+    DurableExistsError,
+    DurableInUseError,
+    DurableNotFound,
+    DurablesError,
+    InvalidNameError,
+    InvalidStartError,
+    InvalidWindowError,
+    PayloadError,
+    SelectorError,
+    ServerError,
+    ServerVersionError,
+    SessionExpiredError,
+    UnconnectedError,
+)
+from .events import Event, Message
+from .housekeeping import HousekeepReport
+from .settings import Settings
+from .subscription import Subscription
+
+__version__ = "0.1.0"
+
+__all__ = [
+    # connecting
+    "Client",
+    "Settings",
+    "connect",
+    # channels and events
+    "Channel",
+    "ChannelInfo",
+    "Event",
+    "HousekeepReport",
+    "Message",
+    # durables and consuming
+    "Consumer",
+    "Durable",
+    "DurableInfo",
+    "Kind",
+    "Subscription",
+    # errors
+    "ChannelFullError",
+    "ChannelNotFound",
+    "ConfigError",
+    "ConnectionLostError",
+    "ConsumerClosedError",
+    "DurableExistsError",
+    "DurableInUseError",
+    "DurableNotFound",
+    "DurablesError",
+    "InvalidNameError",
+    "InvalidStartError",
+    "InvalidWindowError",
+    "PayloadError",
+    "SelectorError",
+    "ServerError",
+    "ServerVersionError",
+    "SessionExpiredError",
+    "UnconnectedError",
+]

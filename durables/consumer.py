@@ -1,0 +1,130 @@
+"""The synchronous consumer: `fetch()` events, then `ack`, `commit` or `rollback`.
+
+What acknowledging means differs by durable kind (cumulative on exclusive
+durables); that part lives in a `Reader`, one per kind, and this class only
+keeps track of what it handed out.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator, Sequence
+from types import TracebackType
+from typing import TYPE_CHECKING, Protocol
+
+from .errors import ConsumerClosedError
+
+if TYPE_CHECKING:
+    from .durable import Durable
+    from .events import Event
+
+
+class Reader(Protocol):
+    """The server side of one attached consumer of one durable kind."""
+
+    stops_on_error: bool
+    """An asynchronous listener's failure ends the subscription (exclusive: nothing past a
+    rolled-back event may be acknowledged before a re-subscription)."""
+
+    def attach(self) -> None: ...
+
+    def read(self, timeout: float) -> list[Event]: ...
+
+    def commit(self, events: Sequence[Event]) -> None: ...
+
+    def ack(self, event: Event, outstanding: list[Event]) -> list[Event]: ...
+
+    def rollback(self, events: Sequence[Event]) -> None: ...
+
+    def release(self, unhanded: Sequence[Event]) -> None: ...
+
+
+class Consumer:
+    """A consumer attached to a durable from creation until `close()`."""
+
+    def __init__(self, durable: Durable, reader: Reader, *, auto_ack: bool) -> None:
+        self.durable = durable
+        self.auto_ack = auto_ack
+        self.reader = reader
+        self._outstanding: list[Event] = []
+        self._closed = False
+        reader.attach()
+
+    def __repr__(self) -> str:
+        return f"Consumer({self.durable!r}, auto_ack={self.auto_ack})"
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def fetch(self, timeout: float = 1.0) -> list[Event]:
+        """The next events (waiting up to `timeout` seconds); [] if none came.
+
+        With auto-ack, the events of the previous fetch are acknowledged first.
+        """
+        self._check_open()
+        if self.auto_ack:
+            self.commit()
+        deadline = time.monotonic() + max(0.0, timeout)
+        while True:
+            events = self.reader.read(max(0.0, deadline - time.monotonic()))
+            if events:
+                for event in events:
+                    event.owner = self
+                self._outstanding.extend(events)
+                return events
+            if not self._outstanding:
+                self.reader.commit(())  # lets go of events the filter skipped
+            if time.monotonic() >= deadline:
+                return []
+
+    def __iter__(self) -> Iterator[Event]:
+        """Events one by one, waiting as long as it takes; stop by breaking out or closing."""
+        while not self._closed:
+            yield from self.fetch(timeout=self.durable.client.settings.block_s)
+
+    def commit(self) -> None:
+        """Acknowledge every fetched event not yet acknowledged or rolled back."""
+        self._check_open()
+        self.reader.commit(self._outstanding)
+        self._outstanding.clear()
+
+    def rollback(self) -> None:
+        """Hand back every fetched event not yet acknowledged."""
+        self._check_open()
+        self.reader.rollback(self._outstanding)
+        self._outstanding.clear()
+
+    def ack_event(self, event: Event) -> None:
+        self._check_open()
+        self._outstanding = self.reader.ack(event, self._outstanding)
+
+    def rollback_event(self, event: Event) -> None:
+        self._check_open()
+        self.reader.rollback([event])
+        if event in self._outstanding:
+            self._outstanding.remove(event)
+
+    def close(self, *, clean: bool = True, unhanded: Sequence[Event] = ()) -> None:
+        """Detach. A clean close with auto-ack acknowledges what was fetched; `unhanded`
+        events were read but never given to the application."""
+        if self._closed:
+            return
+        try:
+            if clean and self.auto_ack and self._outstanding:
+                self.reader.commit(self._outstanding)
+        finally:
+            self._closed = True
+            self.reader.release(unhanded)
+
+    def __enter__(self) -> Consumer:
+        return self
+
+    def __exit__(
+        self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close(clean=e is None)
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ConsumerClosedError(f"{self!r} is closed")

@@ -1,0 +1,234 @@
+"""Durables: named, independent, persistent subscriptions on a channel.
+
+Each durable is one consumer group on the channel's stream plus a stored spec
+(kind, filter, start) in the channel's `durables` hash.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal, get_args
+
+from . import ids, names
+from .consumer import Consumer
+from .errors import ConfigError, DurableExistsError, DurableNotFound, InvalidWindowError
+from .events import event_from_entry
+from .replies import raw, server_errors, text
+from .selector import Selector, compile_filter
+
+if TYPE_CHECKING:
+    from .channel import Channel
+    from .events import Event
+    from .subscription import Subscription
+
+Kind = Literal["exclusive", "shared", "serial"]
+KINDS: tuple[str, ...] = get_args(Kind)
+SCAN_CHUNK = 1000
+
+
+@dataclass(frozen=True)
+class DurableSpec:
+    """What defines a durable; stored as JSON beside the consumer group."""
+
+    kind: Kind
+    filter: str | None
+    start: str
+    created_ms: int
+
+    def to_json(self) -> str:
+        return json.dumps(self.__dict__, separators=(",", ":"))
+
+    @classmethod
+    def from_json(cls, raw: bytes | str) -> DurableSpec:
+        return cls(**json.loads(raw))
+
+
+@dataclass(frozen=True)
+class DurableInfo:
+    """A durable's state at one moment."""
+
+    channel: str
+    name: str
+    kind: Kind
+    filter: str | None
+    start: str
+    depth: int
+    transaction_depth: int
+    last_delivered_id: str
+    consumers: tuple[str, ...]
+
+
+def _group_start(start: str) -> tuple[str, str, str]:
+    """(stored start, group start id, id that must exist) for a start option."""
+    if start == "earliest":
+        return start, "0", ""
+    if start == "latest":
+        return start, "$", ""
+    event_id = ids.normal(start)
+    return event_id, ids.previous(event_id), event_id
+
+
+def create_durable(
+    channel: Channel, name: str, kind: str, start: str, filter: str | None
+) -> Durable:
+    """Get or create; the stored spec wins, and must agree on kind and filter."""
+    names.durable_name(name)
+    if kind not in KINDS:
+        raise ConfigError(f"durable kind must be one of {', '.join(KINDS)}, got {kind!r}")
+    selector = compile_filter(filter)
+    text = selector.expression if selector else None
+    stored_start, group_start, must_exist = _group_start(start)
+    spec = DurableSpec(kind, text, stored_start, int(time.time() * 1000))  # type: ignore[arg-type]
+    k = channel.keys
+    with server_errors(f"durable {name!r} on {channel.name!r}"):
+        _, raw = channel.client.scripts.create_durable(
+            keys=[k.stream, k.meta, k.durables],
+            args=[name, spec.to_json(), group_start, must_exist],
+        )
+    stored = DurableSpec.from_json(raw)
+    if (stored.kind, stored.filter) != (spec.kind, spec.filter):
+        raise DurableExistsError(
+            f"durable {name!r} on {channel.name!r} exists as kind={stored.kind!r} "
+            f"filter={stored.filter!r}; asked for kind={kind!r} filter={text!r}"
+        )
+    return Durable(channel, name, stored, selector)
+
+
+class Durable:
+    """A handle on one durable; cheap to make, state lives on the server."""
+
+    def __init__(
+        self, channel: Channel, name: str, spec: DurableSpec, selector: Selector | None
+    ) -> None:
+        self.channel = channel
+        self.client = channel.client
+        self.name = name
+        self.spec = spec
+        self.selector = selector
+
+    def __repr__(self) -> str:
+        return f"Durable({self.channel.name!r}, {self.name!r}, kind={self.kind!r})"
+
+    @classmethod
+    def load(cls, channel: Channel, name: str) -> Durable:
+        with server_errors(f"durable {name!r} on {channel.name!r}"):
+            raw = channel.client.redis.hget(channel.keys.durables, name)
+        if raw is None:
+            raise DurableNotFound(f"durable {name!r} does not exist on channel {channel.name!r}")
+        spec = DurableSpec.from_json(raw)
+        return cls(channel, name, spec, compile_filter(spec.filter))
+
+    @property
+    def kind(self) -> Kind:
+        return self.spec.kind
+
+    def _group(self) -> dict[str, Any]:
+        with server_errors(f"durable {self.name!r}"):
+            groups = self.client.redis.xinfo_groups(self.channel.keys.stream)
+        for group in groups:
+            if text(group["name"]) == self.name:
+                return group
+        raise DurableNotFound(f"durable {self.name!r} does not exist on {self.channel.name!r}")
+
+    def depth(self) -> int:
+        """Events not yet delivered to this durable that match its filter."""
+        group = self._group()
+        if self.selector is None and group.get("lag") is not None:
+            return int(group["lag"])
+        return self._count_after(text(group["last-delivered-id"]))
+
+    def _count_after(self, position: str) -> int:
+        count = 0
+        stream = self.channel.keys.stream
+        cursor = f"({position}"
+        while True:
+            with server_errors(f"durable {self.name!r}"):
+                chunk = raw(self.client.redis, "XRANGE", stream, cursor, "+", "COUNT", SCAN_CHUNK)
+            count += sum(1 for entry in chunk if self._matches(entry))
+            if len(chunk) < SCAN_CHUNK:
+                return count
+            cursor = f"({chunk[-1][0].decode()}"
+
+    def _matches(self, entry: Sequence[Any]) -> bool:
+        if self.selector is None:
+            return True
+        event = event_from_entry(self.channel.name, entry)
+        return event is not None and self.selector.matches(event.key, event.properties)
+
+    def transaction_depth(self) -> int:
+        """Events delivered to this durable and not yet acknowledged."""
+        return int(self._group()["pending"])
+
+    def info(self) -> DurableInfo:
+        group = self._group()
+        return DurableInfo(
+            channel=self.channel.name,
+            name=self.name,
+            kind=self.kind,
+            filter=self.spec.filter,
+            start=self.spec.start,
+            depth=self.depth(),
+            transaction_depth=int(group["pending"]),
+            last_delivered_id=text(group["last-delivered-id"]),
+            consumers=self._consumers(),
+        )
+
+    def _consumers(self) -> tuple[str, ...]:
+        with server_errors(f"durable {self.name!r}"):
+            holder = self.client.redis.get(self.channel.keys.lease(self.name))
+        return (text(holder),) if holder else ()
+
+    def delete(self) -> bool:
+        """Delete the durable; its events stay on the channel for the other durables."""
+        k = self.channel.keys
+        with server_errors(f"durable {self.name!r}"):
+            done = self.client.scripts.delete_durable(
+                keys=[k.stream, k.durables, *k.per_durable(self.name)], args=[self.name]
+            )
+        return bool(done)
+
+    def consumer(
+        self, name: str | None = None, *, prefetch: int | None = None, auto_ack: bool | None = None
+    ) -> Consumer:
+        """A synchronous consumer, attached until closed (use it as a context manager)."""
+        self._check_window("prefetch", prefetch)
+        if self.kind != "exclusive":
+            raise NotImplementedError(f"{self.kind} durables cannot be consumed yet")
+        from .exclusive import ExclusiveReader
+
+        consumer_name = names.consumer_name(name) if name is not None else "consumer"
+        reader = ExclusiveReader(self, consumer_name)
+        return Consumer(self, reader, auto_ack=True if auto_ack is None else auto_ack)
+
+    def subscribe(
+        self,
+        listener: Callable[[Event], object],
+        *,
+        window: int | None = None,
+        auto_ack: bool | None = None,
+        name: str | None = None,
+    ) -> Subscription:
+        """Deliver events to `listener(event)` on a background thread until `close()`."""
+        from .subscription import Subscription
+
+        self._check_window("window", window)
+        consumer = self.consumer(name, auto_ack=auto_ack)
+        return Subscription(consumer, listener)
+
+    def _check_window(self, what: str, size: int | None) -> None:
+        if size is None:
+            return
+        if self.kind == "exclusive":
+            raise InvalidWindowError(
+                f"a {what} applies to shared and serial durables only; "
+                f"{self.name!r} is exclusive (one consumer, cumulative ack)"
+            )
+        if not isinstance(size, int) or isinstance(size, bool) or size == 0:
+            raise InvalidWindowError(f"{what} must be a positive int, got {size!r}")
+
+
+def durable_infos(channel: Channel, durables: Sequence[str]) -> list[DurableInfo]:
+    return [Durable.load(channel, name).info() for name in durables]

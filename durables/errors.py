@@ -1,0 +1,84 @@
+"""One exception tree: every error durables raises derives from `DurablesError`.
+
+Each class carries a message a person can act on; Redis replies are
+translated into these by prefix (see `durables.replies`), never swallowed.
+"""
+
+from __future__ import annotations
+
+
+class DurablesError(Exception):
+    """Root of every error raised by durables."""
+
+
+class ConfigError(DurablesError, ValueError):
+    """A setting, URL or option is malformed or out of range."""
+
+
+class InvalidNameError(DurablesError, ValueError):
+    """A channel, durable, consumer or session name is not allowed."""
+
+
+class PayloadError(DurablesError, ValueError):
+    """A payload or its properties cannot be published (too large, wrong type)."""
+
+
+class ServerVersionError(DurablesError):
+    """The server is older than Redis 7.0 / Valkey 7.2, which durables needs."""
+
+
+class ConnectionLostError(DurablesError, ConnectionError):
+    """The server cannot be reached, or the connection dropped mid-operation."""
+
+
+class ServerError(DurablesError):
+    """The embedded server could not be started, found or stopped."""
+
+
+class ChannelNotFound(DurablesError, LookupError):
+    """The channel does not exist."""
+
+
+class DurableNotFound(DurablesError, LookupError):
+    """The durable does not exist on this channel."""
+
+
+class DurableExistsError(DurablesError):
+    """A durable of this name exists with another kind or filter."""
+
+
+class DurableInUseError(DurablesError):
+    """An exclusive durable already has an active consumer (or it lost its lease)."""
+
+
+class InvalidWindowError(DurablesError, ValueError):
+    """A window or prefetch was given where none is allowed, or is out of range."""
+
+
+class InvalidStartError(DurablesError, ValueError):
+    """A durable's start position is not 'earliest', 'latest' or an existing event id."""
+
+
+class SelectorError(DurablesError, ValueError):
+    """A filter expression does not parse; `position` is the 0-based offset of the fault."""
+
+    def __init__(self, message: str, position: int, expression: str = "") -> None:
+        self.position = position
+        self.expression = expression
+        super().__init__(f"{message} at position {position}")
+
+
+class ChannelFullError(DurablesError):
+    """The channel reached its capacity and durables still need every event in it."""
+
+
+class UnconnectedError(DurablesError):
+    """An update was attempted while the session is disconnected."""
+
+
+class SessionExpiredError(DurablesError):
+    """The session's timeout passed; its queue and interests are gone."""
+
+
+class ConsumerClosedError(DurablesError):
+    """The consumer or subscription is closed (or lost its lease) and cannot be used."""

@@ -1,0 +1,169 @@
+"""Events and messages, and their encoding as stream entries (pure, no I/O)."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, Protocol
+
+from .errors import PayloadError
+from .keys import F_DATA, F_KEY, F_PROPS
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+PropertyValue = str | int | float | bool
+Properties = Mapping[str, PropertyValue]
+_EMPTY: dict[str, PropertyValue] = {}
+_NO_COUNTS: dict[str, int] = {}
+
+
+class _Owner(Protocol):
+    """Whatever delivered an event: it knows how to ack and roll it back."""
+
+    def ack_event(self, event: Event) -> None: ...
+
+    def rollback_event(self, event: Event) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    """Something to publish: a payload (bytes, str or JSON-able), an optional key and properties."""
+
+    data: Any
+    key: str | None = None
+    properties: Properties | None = None
+
+
+@dataclass(slots=True, eq=False)
+class Event:
+    """One event as a consumer receives it; `ack()` and `rollback()` go to its consumer."""
+
+    id: str
+    channel: str
+    data: bytes
+    key: str | None = None
+    raw_properties: bytes | None = field(default=None, repr=False)
+    redelivery_count: int = 0
+    replayed: bool = False
+    owner: _Owner | None = field(default=None, repr=False)
+    _properties: dict[str, PropertyValue] | None = field(default=None, repr=False)
+
+    @property
+    def properties(self) -> dict[str, PropertyValue]:
+        """The event's properties, decoded on first use."""
+        if self._properties is None:
+            raw = self.raw_properties
+            self._properties = json.loads(raw) if raw else _EMPTY
+        return self._properties
+
+    @property
+    def redelivered(self) -> bool:
+        """True when this event may have been delivered to this durable before."""
+        return self.redelivery_count > 0
+
+    @property
+    def timestamp(self) -> datetime:
+        """When the server stored the event (from the id's milliseconds), in UTC."""
+        return datetime.fromtimestamp(int(self.id.partition("-")[0]) / 1000, tz=UTC)
+
+    @property
+    def text(self) -> str:
+        """The payload decoded as UTF-8."""
+        return self.data.decode("utf-8")
+
+    def json(self) -> Any:
+        """The payload parsed as JSON."""
+        return json.loads(self.data)
+
+    def ack(self) -> None:
+        """Acknowledge this event (on an exclusive durable: and every event before it)."""
+        self._owned().ack_event(self)
+
+    def rollback(self) -> None:
+        """Hand this event back; see the durable kinds for when it comes again."""
+        self._owned().rollback_event(self)
+
+    def _owned(self) -> _Owner:
+        if self.owner is None:
+            raise PayloadError("this event was not delivered by a consumer; nothing to ack")
+        return self.owner
+
+
+def encode_data(data: Any) -> bytes:
+    """Bytes as they are, str as UTF-8, anything else as compact JSON."""
+    if isinstance(data, bytes):
+        return data
+    if isinstance(data, bytearray | memoryview):
+        return bytes(data)
+    if isinstance(data, str):
+        return data.encode("utf-8")
+    try:
+        return json.dumps(data, separators=(",", ":"), allow_nan=False).encode("utf-8")
+    except (TypeError, ValueError) as exc:
+        raise PayloadError(f"payload must be bytes, str or JSON-serialisable: {exc}") from None
+
+
+def encode_properties(properties: Properties | None) -> bytes:
+    """Properties as compact JSON, after checking every value is str, int, float or bool."""
+    if not properties:
+        return b""
+    if not isinstance(properties, Mapping):
+        raise PayloadError(f"properties must be a mapping, got {type(properties).__name__}")
+    for name, value in properties.items():
+        if not isinstance(name, str) or not name:
+            raise PayloadError(f"property names must be non-empty str, got {name!r}")
+        if not isinstance(value, str | int | float | bool):
+            raise PayloadError(
+                f"property {name!r} is {type(value).__name__}; use str, int, float or bool"
+            )
+        if isinstance(value, float) and not math.isfinite(value):
+            raise PayloadError(f"property {name!r} is {value}; only finite numbers are allowed")
+    return json.dumps(dict(properties), separators=(",", ":")).encode("utf-8")
+
+
+def encode_message(message: Message, max_bytes: int) -> tuple[bytes, bytes, bytes]:
+    """The three ARGV values `publish.lua` takes per event: data, key, properties."""
+    data = encode_data(message.data)
+    props = encode_properties(message.properties)
+    if len(data) + len(props) > max_bytes:
+        raise PayloadError(
+            f"event is {len(data) + len(props)} bytes with its properties; "
+            f"the limit is {max_bytes} (setting max_payload_bytes)"
+        )
+    key = message.key
+    if key is None:
+        return data, b"", props
+    if not isinstance(key, str) or not key:
+        raise PayloadError(f"key must be a non-empty str or None, got {key!r}")
+    return data, key.encode("utf-8"), props
+
+
+def event_from_entry(
+    channel: str, entry: Sequence[Any], counts: Mapping[str, int] = _NO_COUNTS
+) -> Event | None:
+    """Build an Event from a stream entry `[id, [field, value, ...]]` (or redis-py's
+    parsed `(id, {field: value})`).
+
+    Returns None for an entry that was trimmed while pending (its fields are nil).
+    """
+    event_id = entry[0].decode()
+    fields = entry[1]
+    if not fields:
+        return None
+    if isinstance(fields, dict):
+        fields = [part for item in fields.items() for part in item]
+    data = b""
+    key = props = None
+    for i in range(0, len(fields), 2):
+        name = fields[i]
+        if name == F_DATA:
+            data = fields[i + 1]
+        elif name == F_KEY:
+            key = fields[i + 1].decode()
+        elif name == F_PROPS:
+            props = fields[i + 1]
+    return Event(event_id, channel, data, key, props, counts.get(event_id, 0))

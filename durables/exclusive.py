@@ -1,0 +1,169 @@
+"""Exclusive durables: one consumer at a time (a lease), in order, cumulative ack.
+
+Every holder reads as the group's single consumer `exclusive`, so a new holder
+finds the previous holder's unacknowledged events in its own pending list and
+gets them first. Reads and acks are fenced by the lease token in Lua: a holder
+whose lease lapsed can neither read nor ack.
+
+Redelivery counts are ours (the PEL's count also rises on history reads): on a
+fresh attach every pending event counts one more delivery, except those rolled
+back (seed 003: count and flag unchanged) or read but never handed out.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import socket
+import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from . import ids
+from .errors import DurableInUseError
+from .events import Event, event_from_entry
+from .leases import Lease
+from .replies import raw, server_errors
+
+if TYPE_CHECKING:
+    from .durable import Durable
+
+
+class ExclusiveReader:
+    """The server side of the one consumer attached to an exclusive durable."""
+
+    stops_on_error = True
+
+    def __init__(self, durable: Durable, name: str) -> None:
+        self.durable = durable
+        self.client = durable.client
+        self.token = f"{name}@{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
+        keys = durable.channel.keys
+        self._stream = keys.stream
+        self._lease = keys.lease(durable.name)
+        self._counts_key = keys.redeliveries(durable.name)
+        self._keep = keys.keep(durable.name)
+        self._counts: dict[str, int] = {}
+        self._cursor = "0"  # re-read own pending events first, then '>'
+        self._limit: tuple[int, int] | None = None  # first rolled-back id: acks stop below it
+        self._skipped: str | None = None  # last id the filter skipped, to ack with the rest
+        self._lost = False
+        self._context = f"exclusive durable {durable.name!r} on {durable.channel.name!r}"
+
+    def attach(self) -> None:
+        with server_errors(self._context):
+            flat = self.client.scripts.attach_exclusive(
+                keys=[
+                    self._stream,
+                    self.durable.channel.keys.durables,
+                    self._lease,
+                    self._counts_key,
+                    self._keep,
+                ],
+                args=[self.durable.name, self.token, self.client.lease_ms],
+            )
+        self._counts = {flat[i].decode(): int(flat[i + 1]) for i in range(0, len(flat), 2)}
+        self.client.heartbeat.add(Lease(self._lease, self.token, self._on_lost))
+
+    def _on_lost(self) -> None:
+        self._lost = True
+
+    def read(self, timeout: float) -> list[Event]:
+        if self._lost:
+            raise DurableInUseError(f"{self._context}: this consumer lost its lease")
+        deadline = time.monotonic() + timeout
+        while True:
+            fresh, payload = self._read(self._cursor)
+            if self._cursor != ">":
+                if payload:
+                    self._cursor = payload[-1][0].decode()
+                    return self._events(payload)
+                self._cursor = ">"
+                continue
+            if fresh:
+                return self._events(payload)
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return []
+            self._wait(payload.decode(), min(remaining, self.client.settings.block_s))
+
+    def _read(self, cursor: str) -> tuple[int, Any]:
+        with server_errors(self._context):
+            fresh, payload = self.client.scripts.read_exclusive(
+                keys=[self._stream, self._lease],
+                args=[
+                    self.durable.name,
+                    self.token,
+                    self.client.lease_ms,
+                    self.client.settings.read_batch,
+                    cursor,
+                ],
+            )
+        return int(fresh), payload
+
+    def _wait(self, after: str, seconds: float) -> None:
+        with server_errors(self._context):
+            raw(
+                self.client.redis,
+                "XREAD",
+                "COUNT",
+                1,
+                "BLOCK",
+                max(1, int(seconds * 1000)),
+                "STREAMS",
+                self._stream,
+                after,
+            )
+
+    def _events(self, entries: Sequence[Any]) -> list[Event]:
+        channel, selector = self.durable.channel.name, self.durable.selector
+        events = []
+        for entry in entries:
+            event = event_from_entry(channel, entry, self._counts)
+            if event is None or (
+                selector is not None and not selector.matches(event.key, event.properties)
+            ):
+                self._skipped = entry[0].decode()
+                continue
+            events.append(event)
+        return events
+
+    def commit(self, events: Sequence[Event]) -> None:
+        candidates = [e.id for e in events]
+        if self._skipped is not None:
+            candidates.append(self._skipped)
+        allowed = [i for i in candidates if self._limit is None or ids.key(i) < self._limit]
+        if allowed:
+            self._ack_upto(max(allowed, key=ids.key))
+
+    def ack(self, event: Event, outstanding: list[Event]) -> list[Event]:
+        upto = ids.key(event.id)
+        self._ack_upto(event.id)
+        if self._limit is not None and self._limit <= upto:
+            self._limit = None  # an explicit cumulative ack went past the rolled-back event
+        return [e for e in outstanding if ids.key(e.id) > upto]
+
+    def _ack_upto(self, event_id: str) -> None:
+        if self._skipped is not None and ids.key(self._skipped) <= ids.key(event_id):
+            self._skipped = None
+        with server_errors(self._context):
+            self.client.scripts.ack_exclusive(
+                keys=[self._stream, self._lease, self._counts_key, self._keep],
+                args=[self.durable.name, self.token, event_id],
+            )
+        self.client.maybe_housekeep(self.durable.channel.name)
+
+    def rollback(self, events: Sequence[Event]) -> None:
+        if not events:
+            return
+        with server_errors(self._context):
+            self.client.redis.sadd(self._keep, *(e.id for e in events))
+        first = min(ids.key(e.id) for e in events)
+        self._limit = first if self._limit is None else min(self._limit, first)
+
+    def release(self, unhanded: Sequence[Event]) -> None:
+        self.client.heartbeat.remove(self.token)
+        with server_errors(self._context):
+            self.client.scripts.release_exclusive(
+                keys=[self._lease, self._keep], args=[self.token, *(e.id for e in unhanded)]
+            )

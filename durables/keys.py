@@ -1,0 +1,66 @@
+"""The one place that knows the key layout. Nothing else formats a key.
+
+Every key of a channel carries the hash tag `{<channel>}`, so all of them live
+in one slot and every Lua script runs unchanged on Redis Cluster:
+
+    <ns>:channels                     set of channel names (the registry; plain commands only)
+    <ns>:{<ch>}:s                     the stream: one entry per event
+    <ns>:{<ch>}:meta                  hash: created_ms, ttl_ms, capacity, full, keyed
+    <ns>:{<ch>}:durables              hash: durable name -> JSON spec (kind, filter, start)
+    <ns>:{<ch>}:lease:<durable>       string: token of the exclusive holder, with a PX lease
+    <ns>:{<ch>}:rc:<durable>          hash: pending event id -> redelivery count (only if > 0)
+    <ns>:{<ch>}:keep:<durable>        set: pending ids whose count must not rise at the next attach
+
+Names are validated (`durables.names`) before they get here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# Field names inside a stream entry: short, because they are stored per event.
+F_DATA = b"d"
+F_KEY = b"k"
+F_PROPS = b"p"
+
+
+def registry(ns: str) -> str:
+    """The set of channel names in namespace `ns`."""
+    return f"{ns}:channels"
+
+
+@dataclass(frozen=True, slots=True)
+class ChannelKeys:
+    """The keys of one channel."""
+
+    ns: str
+    channel: str
+
+    @property
+    def prefix(self) -> str:
+        return f"{self.ns}:{{{self.channel}}}"
+
+    @property
+    def stream(self) -> str:
+        return f"{self.prefix}:s"
+
+    @property
+    def meta(self) -> str:
+        return f"{self.prefix}:meta"
+
+    @property
+    def durables(self) -> str:
+        return f"{self.prefix}:durables"
+
+    def lease(self, durable: str) -> str:
+        return f"{self.prefix}:lease:{durable}"
+
+    def redeliveries(self, durable: str) -> str:
+        return f"{self.prefix}:rc:{durable}"
+
+    def keep(self, durable: str) -> str:
+        return f"{self.prefix}:keep:{durable}"
+
+    def per_durable(self, durable: str) -> list[str]:
+        """Every key that belongs to one durable, beside its consumer group."""
+        return [self.lease(durable), self.redeliveries(durable), self.keep(durable)]

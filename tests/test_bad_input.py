@@ -1,0 +1,216 @@
+"""Bad input gets a clear DurablesError subclass and changes nothing already stored."""
+
+from __future__ import annotations
+
+import pytest
+
+import durables
+from durables import (
+    ConfigError,
+    ConnectionLostError,
+    DurablesError,
+    InvalidNameError,
+    InvalidStartError,
+    PayloadError,
+    SelectorError,
+)
+from durables.replies import text
+
+from .servers import free_port
+from .test_exclusive import publish
+
+BAD_NAMES = [
+    "",
+    "x" * 201,
+    "a{b",
+    "a}b",
+    "{orders}",
+    "star*",
+    "what?",
+    "[abc]",
+    "tab\there",
+    "nl\nx",
+    "nul\x00",
+    "bell\x07",
+    "sp ace",
+    "é-accent",
+]
+
+
+def snapshot(client: durables.Client) -> dict[str, object]:
+    """Every key of the namespace with its type and content: what 'nothing changed' means."""
+    r = client.redis
+    out: dict[str, object] = {}
+    for key in sorted(text(k) for k in r.keys(f"{client.namespace}:*")):
+        kind = text(r.type(key)).encode()
+        size = {
+            b"stream": r.xlen,
+            b"hash": r.hgetall,
+            b"set": r.smembers,
+            b"string": r.get,
+        }[kind](key)
+        out[key] = (kind, size)
+    return out
+
+
+@pytest.fixture
+def stored(client: durables.Client) -> dict[str, object]:
+    ch = client.channel("orders")
+    ch.durable("audit")
+    publish(ch, 3)
+    return snapshot(client)
+
+
+@pytest.mark.parametrize("name", BAD_NAMES)
+def test_bad_channel_names_are_refused(
+    client: durables.Client, stored: dict[str, object], name: str
+) -> None:
+    with pytest.raises(InvalidNameError):
+        client.channel(name)
+    with pytest.raises(InvalidNameError):
+        client.get_channel(name)
+    assert snapshot(client) == stored
+
+
+@pytest.mark.parametrize("name", [n for n in BAD_NAMES if len(n) < 101] + ["d" * 101])
+def test_bad_durable_names_are_refused(
+    client: durables.Client, stored: dict[str, object], name: str
+) -> None:
+    ch = client.channel("orders")
+    with pytest.raises(InvalidNameError):
+        ch.durable(name)
+    with pytest.raises(InvalidNameError):
+        ch.get_durable(name)
+    assert snapshot(client) == stored
+
+
+def test_non_str_names_are_refused(client: durables.Client) -> None:
+    with pytest.raises(InvalidNameError, match="must be a str"):
+        client.channel(42)  # type: ignore[arg-type]
+
+
+def test_payload_over_the_limit_is_refused_and_the_batch_is_not_half_stored(
+    server_url: str, namespace: str
+) -> None:
+    with durables.connect(server_url, namespace=namespace, max_payload_bytes=1000) as client:
+        ch = client.channel("orders")
+        ch.publish(b"x" * 1000)
+        with pytest.raises(PayloadError, match="limit is 1000"):
+            ch.publish(b"x" * 1001)
+        with pytest.raises(PayloadError):
+            ch.publish_many([durables.Message(b"ok"), durables.Message(b"y" * 2000)])
+        assert ch.info().length == 1
+
+
+def test_default_payload_limit_is_one_mebibyte(client: durables.Client) -> None:
+    ch = client.channel("orders")
+    ch.publish(b"x" * (1 << 20))
+    with pytest.raises(PayloadError):
+        ch.publish(b"x" * ((1 << 20) + 1))
+
+
+@pytest.mark.parametrize(
+    "properties",
+    [
+        {"a": None},
+        {"a": [1]},
+        {"a": {"b": 1}},
+        {"a": b"bytes"},
+        {1: "x"},
+        {"": "x"},
+        {"a": float("nan")},
+        {"a": float("inf")},
+    ],
+)
+def test_properties_must_be_str_int_float_or_bool(
+    client: durables.Client, stored: dict[str, object], properties: dict[object, object]
+) -> None:
+    with pytest.raises(PayloadError):
+        client.channel("orders").publish(b"x", properties=properties)  # type: ignore[arg-type]
+    assert snapshot(client) == stored
+
+
+def test_payloads_that_are_not_json_able_and_bad_keys_are_refused(
+    client: durables.Client, stored: dict[str, object]
+) -> None:
+    ch = client.channel("orders")
+    with pytest.raises(PayloadError, match="JSON"):
+        ch.publish(object())
+    with pytest.raises(PayloadError, match="key"):
+        ch.publish(b"x", key="")
+    with pytest.raises(PayloadError, match="key"):
+        ch.publish(b"x", key=5)  # type: ignore[arg-type]
+    with pytest.raises(PayloadError):
+        ch.publish_many([b"not a Message"])  # type: ignore[list-item]
+    assert snapshot(client) == stored
+
+
+def test_unknown_durable_kind_is_refused(
+    client: durables.Client, stored: dict[str, object]
+) -> None:
+    with pytest.raises(ConfigError, match="kind"):
+        client.channel("orders").durable("x", kind="fanout")  # type: ignore[arg-type]
+    assert snapshot(client) == stored
+
+
+@pytest.mark.parametrize("start", ["0-1", "99999999999999-0", "12-34"])
+def test_start_id_that_does_not_exist_is_refused(
+    client: durables.Client, stored: dict[str, object], start: str
+) -> None:
+    with pytest.raises(InvalidStartError, match="does not exist"):
+        client.channel("orders").durable("x", start=start)
+    assert snapshot(client) == stored
+
+
+@pytest.mark.parametrize("start", ["yesterday", "1-2-3", "-5", ""])
+def test_malformed_start_is_refused(
+    client: durables.Client, stored: dict[str, object], start: str
+) -> None:
+    with pytest.raises(InvalidStartError):
+        client.channel("orders").durable("x", start=start)
+    assert snapshot(client) == stored
+
+
+def test_bad_filter_is_refused_with_its_position(
+    client: durables.Client, stored: dict[str, object]
+) -> None:
+    with pytest.raises(SelectorError) as err:
+        client.channel("orders").durable("x", filter="region = ")
+    assert err.value.position == 9
+    assert snapshot(client) == stored
+
+
+@pytest.mark.parametrize(
+    "url", ["http://127.0.0.1:6379", "redis://", "redis://host:port", "127.0.0.1:6379", "nats://x"]
+)
+def test_malformed_url_is_refused(url: str) -> None:
+    with pytest.raises(ConfigError):
+        durables.connect(url)
+
+
+def test_unreachable_url_is_refused_quickly() -> None:
+    with pytest.raises(ConnectionLostError, match="cannot reach"):
+        durables.connect(f"redis://127.0.0.1:{free_port()}/0", connect_timeout_s=1)
+
+
+@pytest.mark.parametrize(
+    "setting",
+    [
+        {"lease_timeout_s": 0},
+        {"read_batch": 0},
+        {"max_payload_bytes": -1},
+        {"namespace": "a b"},
+        {"fsync": "never"},
+        {"nonsense": 1},
+    ],
+)
+def test_bad_settings_are_refused(setting: dict[str, object]) -> None:
+    with pytest.raises(ConfigError):
+        durables.connect("redis://127.0.0.1:1/0", **setting)
+
+
+def test_every_error_is_a_durables_error() -> None:
+    for name in durables.__all__:
+        obj = getattr(durables, name)
+        if isinstance(obj, type) and issubclass(obj, Exception):
+            assert issubclass(obj, DurablesError), name

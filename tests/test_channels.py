@@ -1,0 +1,204 @@
+"""Channels and durables: publishing, listing, retention until every durable acked, purge."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+import durables
+from durables import ChannelFullError, ChannelNotFound, DurableExistsError, DurableNotFound
+
+from .test_exclusive import fetch_all, publish
+
+
+def test_publish_returns_ordered_ids_and_payloads_round_trip(channel: durables.Channel) -> None:
+    a = channel.publish(b"\x00raw")
+    b = channel.publish("text", key="k1", properties={"region": "eu", "qty": 7, "vip": True})
+    c = channel.publish({"json": [1, 2]}, properties={"price": 1.5})
+    assert a < b or len(a) < len(b) or a.split("-") < b.split("-")
+    dur = channel.durable("reader")
+    with dur.consumer() as consumer:
+        got = fetch_all(consumer, 3)
+    assert [e.id for e in got] == [a, b, c]
+    assert got[0].data == b"\x00raw" and got[0].key is None and got[0].properties == {}
+    assert got[1].text == "text" and got[1].key == "k1"
+    assert got[1].properties == {"region": "eu", "qty": 7, "vip": True}
+    assert got[2].json() == {"json": [1, 2]} and got[2].properties == {"price": 1.5}
+    assert abs(got[0].timestamp.timestamp() - time.time()) < 60
+
+
+def test_publish_many_stores_all_in_order(channel: durables.Channel) -> None:
+    ids = publish(channel, 2500)  # more than one script call
+    info = channel.info()
+    assert info.length == 2500 and info.first_id == ids[0] and info.last_id == ids[-1]
+    assert len(set(ids)) == 2500
+
+
+def test_channels_are_listed_with_their_durables(client: durables.Client) -> None:
+    client.channel("a").durable("x")
+    client.channel("b", ttl=60, capacity=10)
+    infos = {i.name: i for i in client.channels()}
+    assert set(infos) == {"a", "b"}
+    assert infos["a"].durables == ("x",)
+    assert infos["b"].ttl_s == 60 and infos["b"].capacity == 10 and infos["b"].full == "reject"
+
+
+def test_channel_options_left_out_keep_their_stored_value(client: durables.Client) -> None:
+    client.channel("prices", keyed=True, ttl=30)
+    info = client.channel("prices").info()
+    assert info.keyed and info.ttl_s == 30
+
+
+def test_durable_get_or_create_keeps_the_stored_spec(channel: durables.Channel) -> None:
+    channel.durable("billing", kind="shared", filter="region = 'eu'")
+    again = channel.durable("billing", kind="shared", filter="region = 'eu'")
+    assert again.kind == "shared" and again.spec.filter == "region = 'eu'"
+    with pytest.raises(DurableExistsError, match="kind='shared'"):
+        channel.durable("billing", kind="serial", filter="region = 'eu'")
+    with pytest.raises(DurableExistsError):
+        channel.durable("billing", kind="shared")
+    assert channel.get_durable("billing").kind == "shared"
+    assert [d.name for d in channel.durables()] == ["billing"]
+
+
+def test_missing_things_raise_not_found(client: durables.Client) -> None:
+    with pytest.raises(ChannelNotFound):
+        client.get_channel("nope")
+    ch = client.channel("orders")
+    with pytest.raises(DurableNotFound):
+        ch.get_durable("nope")
+    ch.delete()
+    with pytest.raises(ChannelNotFound):
+        ch.publish(b"x")
+    with pytest.raises(ChannelNotFound):
+        ch.durable("late")
+
+
+def test_delete_channel_removes_events_durables_and_registry(client: durables.Client) -> None:
+    ch = client.channel("orders")
+    ch.durable("x")
+    publish(ch, 3)
+    assert ch.delete() is True
+    assert client.channels() == []
+    assert client.redis.keys(f"{client.namespace}:*") == []
+    assert ch.delete() is False
+
+
+def test_delete_durable_keeps_the_channel_and_the_other_durables(
+    channel: durables.Channel,
+) -> None:
+    one, two = channel.durable("one"), channel.durable("two")
+    publish(channel, 2)
+    assert one.delete() is True and one.delete() is False
+    assert two.depth() == 2 and channel.info().durables == ("two",)
+
+
+def test_start_latest_and_start_at_an_event_id(channel: durables.Channel) -> None:
+    ids = publish(channel, 5)
+    latest = channel.durable("latest", start="latest")
+    middle = channel.durable("middle", start=ids[2])
+    publish(channel, 1, start=6)
+    assert latest.depth() == 1 and middle.depth() == 4
+    with middle.consumer() as c:
+        assert [e.text for e in fetch_all(c, 4)] == ["e3", "e4", "e5", "e6"]
+
+
+def test_two_durables_each_get_every_event_and_retention_waits_for_both(
+    client: durables.Client, channel: durables.Channel
+) -> None:
+    first, second = channel.durable("first"), channel.durable("second")
+    publish(channel, 20)
+    with first.consumer() as c:
+        assert [e.text for e in fetch_all(c, 20)] == [f"e{i}" for i in range(1, 21)]
+    client.housekeep()
+    assert channel.info().length == 20  # the second has not acked yet
+    with second.consumer(auto_ack=False) as c:
+        got = fetch_all(c, 20)
+        assert [e.text for e in got] == [f"e{i}" for i in range(1, 21)]
+        got[9].ack()
+    report = client.housekeep()
+    assert report.removed == {"orders": 10}
+    assert channel.info().length == 10
+    assert channel.info().first_id == got[10].id
+    with second.consumer() as c:
+        assert len(fetch_all(c, 10)) == 10
+    client.housekeep()
+    assert channel.info().length == 0
+    assert first.depth() == 0 and second.depth() == 0
+
+
+def test_a_channel_without_durables_keeps_its_events(
+    client: durables.Client, channel: durables.Channel
+) -> None:
+    publish(channel, 5)
+    client.housekeep()
+    assert channel.info().length == 5
+    late = channel.durable("late")
+    assert late.depth() == 5
+
+
+def test_purge_removes_events_and_flows_to_durables(channel: durables.Channel) -> None:
+    dur = channel.durable("audit")
+    ids = publish(channel, 4)
+    with dur.consumer(auto_ack=False) as c:
+        fetch_all(c, 4)  # e1..e4 pending
+    ids += publish(channel, 6, start=5)
+    assert dur.transaction_depth() == 4 and dur.depth() == 6
+    assert channel.purge(up_to=ids[5]) == 6
+    assert dur.transaction_depth() == 0 and dur.depth() == 4
+    with dur.consumer() as c:
+        assert [e.text for e in fetch_all(c, 4)] == ["e7", "e8", "e9", "e10"]
+    publish(channel, 3, start=11)
+    assert channel.purge() == 7  # e7..e10 (acked, not trimmed yet) and e11..e13
+    assert channel.info().length == 0 and dur.depth() == 0
+
+
+def test_ttl_removes_expired_events_even_if_unacknowledged(
+    client: durables.Client,
+) -> None:
+    ch = client.channel("short", ttl=0.3)
+    dur = ch.durable("slow")
+    publish(ch, 3)
+    time.sleep(0.5)
+    publish(ch, 1, start=4)
+    client.housekeep()
+    assert ch.info().length == 1 and dur.depth() == 1
+    with dur.consumer() as c:
+        assert [e.text for e in fetch_all(c, 1)] == ["e4"]
+
+
+def test_a_full_channel_rejects_rather_than_dropping_what_a_durable_needs(
+    client: durables.Client,
+) -> None:
+    ch = client.channel("bounded", capacity=5)
+    dur = ch.durable("d")
+    publish(ch, 5)
+    with pytest.raises(ChannelFullError, match="capacity of 5"):
+        ch.publish(b"one too many")
+    assert ch.info().length == 5
+    with dur.consumer(auto_ack=False) as c:
+        fetch_all(c, 5)[1].ack()
+    # two acknowledged: publishing trims them and makes room
+    publish(ch, 2, start=6)
+    assert ch.info().length == 5
+
+
+def test_a_full_channel_may_drop_oldest_when_it_says_so(client: durables.Client) -> None:
+    ch = client.channel("lossy", capacity=3, full="drop_oldest")
+    dur = ch.durable("d")
+    publish(ch, 5)
+    assert ch.info().length == 3
+    client.housekeep()
+    with dur.consumer() as c:
+        assert [e.text for e in fetch_all(c, 3)] == ["e3", "e4", "e5"]
+
+
+def test_busy_clients_trim_acknowledged_events_as_they_go(server_url: str, namespace: str) -> None:
+    with durables.connect(server_url, namespace=namespace, housekeep_interval_s=0) as client:
+        ch = client.channel("orders")
+        dur = ch.durable("only")
+        publish(ch, 10)
+        with dur.consumer() as c:
+            fetch_all(c, 10)
+        assert ch.info().length == 0  # the ack at close trimmed them, no housekeep() call

@@ -1,0 +1,239 @@
+"""Exclusive durables: one consumer, order, cumulative ack, rollback, takeover after kill -9."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+
+import pytest
+
+import durables
+from durables import DurableInUseError, InvalidWindowError
+
+from .conftest import FAST
+from .servers import RedisProcess
+
+
+def publish(channel: durables.Channel, n: int, start: int = 1) -> list[str]:
+    return channel.publish_many([durables.Message(f"e{i}") for i in range(start, start + n)])
+
+
+def fetch_all(consumer: durables.Consumer, want: int, timeout: float = 5.0) -> list[durables.Event]:
+    got: list[durables.Event] = []
+    deadline = time.monotonic() + timeout
+    while len(got) < want and time.monotonic() < deadline:
+        got += consumer.fetch(timeout=0.2)
+    return got
+
+
+def test_exclusive_delivers_in_publish_order(channel: durables.Channel) -> None:
+    dur = channel.durable("audit")
+    ids = publish(channel, 250)
+    with dur.consumer() as c:
+        got = fetch_all(c, 250)
+    assert [e.id for e in got] == ids
+    assert [e.text for e in got] == [f"e{i}" for i in range(1, 251)]
+    assert dur.depth() == 0 and dur.transaction_depth() == 0
+
+
+def test_second_consumer_is_rejected_while_the_first_is_attached(
+    channel: durables.Channel,
+) -> None:
+    dur = channel.durable("audit")
+    with dur.consumer("first"):
+        with pytest.raises(DurableInUseError, match="first@"):
+            dur.consumer("second")
+        assert dur.info().consumers[0].startswith("first@")
+    with dur.consumer("second") as c:  # free again after a clean close
+        assert c.fetch(timeout=0) == []
+
+
+def test_lease_outlives_the_lease_timeout_while_the_holder_is_alive(
+    channel: durables.Channel,
+) -> None:
+    dur = channel.durable("audit")
+    with dur.consumer("first"):
+        time.sleep(FAST["lease_timeout_s"] * 2.5)  # heartbeats keep it
+        with pytest.raises(DurableInUseError):
+            dur.consumer("second")
+
+
+def test_ack_of_an_event_acknowledges_every_event_before_it(channel: durables.Channel) -> None:
+    dur = channel.durable("audit")
+    publish(channel, 10)
+    with dur.consumer(auto_ack=False) as c:
+        got = fetch_all(c, 10)
+        assert dur.transaction_depth() == 10
+        got[6].ack()  # the seventh: acks 1..7
+        assert dur.transaction_depth() == 3
+        got[2].ack()  # already covered: no-op
+        assert dur.transaction_depth() == 3
+    with dur.consumer(auto_ack=False) as c:
+        again = fetch_all(c, 3)
+    assert [e.text for e in again] == ["e8", "e9", "e10"]
+    assert all(e.redelivered and e.redelivery_count == 1 for e in again)
+
+
+def test_auto_ack_acknowledges_at_the_next_fetch_and_at_a_clean_close(
+    channel: durables.Channel,
+) -> None:
+    dur = channel.durable("audit")
+    publish(channel, 3)
+    with dur.consumer() as c:
+        assert len(fetch_all(c, 3)) == 3
+        assert dur.transaction_depth() == 3
+        publish(channel, 1, start=4)
+        assert [e.text for e in c.fetch(timeout=2)] == ["e4"]
+        assert dur.transaction_depth() == 1
+    assert dur.transaction_depth() == 0
+
+
+def test_consumer_leaving_with_an_exception_does_not_acknowledge(
+    channel: durables.Channel,
+) -> None:
+    dur = channel.durable("audit")
+    publish(channel, 2)
+    with pytest.raises(RuntimeError), dur.consumer() as c:
+        fetch_all(c, 2)
+        raise RuntimeError("processing failed")
+    with dur.consumer() as c:
+        again = fetch_all(c, 2)
+    assert [(e.text, e.redelivered) for e in again] == [("e1", True), ("e2", True)]
+
+
+def test_rollback_redelivers_after_resubscription_with_count_and_flag_unchanged(
+    channel: durables.Channel,
+) -> None:
+    dur = channel.durable("audit")
+    publish(channel, 4)
+    with dur.consumer(auto_ack=False) as c:
+        got = fetch_all(c, 4)
+        got[0].ack()
+        got[1].rollback()
+        c.commit()  # cannot pass the rolled-back event: e2..e4 stay pending
+        assert c.fetch(timeout=0.3) == []  # not redelivered within this subscription
+        assert dur.transaction_depth() == 3
+    with dur.consumer(auto_ack=False) as c:
+        again = fetch_all(c, 3)
+        assert [(e.text, e.redelivery_count) for e in again] == [("e2", 0), ("e3", 1), ("e4", 1)]
+        assert not again[0].redelivered
+        c.rollback()
+    with dur.consumer(auto_ack=False) as c:  # rolled back again: still unchanged
+        third = fetch_all(c, 3)
+        assert [(e.text, e.redelivery_count) for e in third] == [("e2", 0), ("e3", 1), ("e4", 1)]
+        third[-1].ack()
+    assert dur.transaction_depth() == 0 and dur.depth() == 0
+
+
+@pytest.mark.parametrize("prefetch", [4, 1, 0, -1])
+def test_prefetch_on_an_exclusive_durable_is_rejected(
+    channel: durables.Channel, prefetch: int
+) -> None:
+    dur = channel.durable("audit")
+    with pytest.raises(InvalidWindowError, match="exclusive"):
+        dur.consumer(prefetch=prefetch)
+    assert dur.info().consumers == ()  # nothing attached
+
+
+def test_window_on_an_exclusive_subscription_is_rejected(channel: durables.Channel) -> None:
+    dur = channel.durable("audit")
+    with pytest.raises(InvalidWindowError):
+        dur.subscribe(lambda e: None, window=4)
+    with pytest.raises(ValueError):  # InvalidWindowError is a ValueError
+        dur.subscribe(lambda e: None, window=-1)
+
+
+def test_subscribe_delivers_in_order_and_auto_acks(channel: durables.Channel) -> None:
+    dur = channel.durable("audit")
+    seen: list[str] = []
+    done = threading.Event()
+
+    def listener(event: durables.Event) -> None:
+        seen.append(event.text)
+        if len(seen) == 50:
+            done.set()
+
+    with dur.subscribe(listener):
+        publish(channel, 50)
+        assert done.wait(10)
+    assert seen == [f"e{i}" for i in range(1, 51)]
+    assert dur.transaction_depth() == 0
+
+
+def test_listener_failure_rolls_back_and_ends_the_exclusive_subscription(
+    channel: durables.Channel,
+) -> None:
+    dur = channel.durable("audit")
+    publish(channel, 5)
+    seen: list[str] = []
+
+    def listener(event: durables.Event) -> None:
+        seen.append(event.text)
+        if event.text == "e3":
+            raise ValueError("cannot handle e3")
+
+    sub = dur.subscribe(listener)
+    assert sub.wait(10)
+    assert isinstance(sub.error, ValueError)
+    assert seen == ["e1", "e2", "e3"]
+    with dur.consumer() as c:
+        again = fetch_all(c, 3)
+    # e3 was rolled back (count unchanged), e4 and e5 were never handed out
+    assert [(e.text, e.redelivery_count) for e in again] == [("e3", 0), ("e4", 0), ("e5", 0)]
+
+
+HOLDER = textwrap.dedent(
+    """
+    import sys, time, durables
+    client = durables.connect(sys.argv[1], namespace=sys.argv[2], lease_timeout_s=1.0)
+    dur = client.channel("orders").durable("audit")
+    c = dur.consumer("doomed", auto_ack=False)
+    got = []
+    while len(got) < 5:
+        got += c.fetch(timeout=1)
+    print(" ".join(e.text for e in got), flush=True)
+    time.sleep(60)
+    """
+)
+
+
+def test_holder_killed_with_kill9_loses_its_lease_and_the_next_consumer_gets_its_events(
+    server: RedisProcess, namespace: str, channel: durables.Channel
+) -> None:
+    dur = channel.durable("audit")
+    publish(channel, 5)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, server.url, namespace],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline().split() == ["e1", "e2", "e3", "e4", "e5"]
+        with pytest.raises(DurableInUseError, match="doomed@"):
+            dur.consumer("heir")
+        os.kill(proc.pid, signal.SIGKILL)
+    finally:
+        proc.kill()
+        proc.wait()
+        assert proc.stdout is not None
+        proc.stdout.close()
+    publish(channel, 2, start=6)
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            heir = dur.consumer("heir")
+            break
+        except DurableInUseError:
+            assert time.monotonic() < deadline, "the dead holder's lease never lapsed"
+            time.sleep(0.1)
+    with heir:
+        got = fetch_all(heir, 7)
+    assert [e.text for e in got] == [f"e{i}" for i in range(1, 8)]
+    assert [e.redelivery_count for e in got] == [1] * 5 + [0, 0]
+    assert dur.transaction_depth() == 0
