@@ -33,7 +33,7 @@ _BY_PREFIX: dict[str, Translate] = {
     "NOCHANNEL": lambda rest: ChannelNotFound(rest),
     "NODURABLE": lambda rest: DurableNotFound(rest),
     "NOGROUP": lambda rest: DurableNotFound(f"no consumer group: {rest}"),
-    "INUSE": lambda rest: DurableInUseError(f"the exclusive durable is held by consumer {rest}"),
+    "INUSE": lambda rest: DurableInUseError(f"already held by consumer {rest}"),
     "LEASELOST": lambda rest: DurableInUseError(rest),
     "FULL": lambda rest: ChannelFullError(f"the channel is at its capacity of {rest} events"),
     "NOSTART": lambda rest: InvalidStartError(f"start event {rest} does not exist in the channel"),
