@@ -107,9 +107,10 @@ class Channel:
         kind: Kind = "exclusive",
         start: str = "earliest",
         filter: str | None = None,
+        max_deliveries: int | None = None,
     ) -> Durable:
         """Get or create a durable; `DurableExistsError` if it exists with another kind/filter."""
-        return create_durable(self, name, kind, start, filter)
+        return create_durable(self, name, kind, start, filter, max_deliveries)
 
     def get_durable(self, name: str) -> Durable:
         """An existing durable; `DurableNotFound` otherwise."""

@@ -58,7 +58,7 @@ class Client:
         self.namespace = settings.namespace
         self.redis = self._open(self.url)
         self.scripts = Scripts(self.redis)
-        self.heartbeat = Heartbeat(self.scripts.renew_lease, self.lease_ms)
+        self.heartbeat = Heartbeat(self.lease_ms)
         self._housekeep_due: dict[str, float] = {}
 
     def _embedded_url(self) -> str:

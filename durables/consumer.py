@@ -30,11 +30,12 @@ class Reader(Protocol):
 
     def read(self, timeout: float) -> list[Event]: ...
 
-    def commit(self, events: Sequence[Event]) -> None: ...
+    def commit(self, events: Sequence[Event], *, defer: bool = False) -> None:
+        """Acknowledge `events`; `defer` lets the reader send it with its next read."""
 
     def ack(self, event: Event, outstanding: list[Event]) -> list[Event]: ...
 
-    def rollback(self, events: Sequence[Event]) -> None: ...
+    def rollback(self, events: Sequence[Event], delay_s: float = 0.0) -> None: ...
 
     def release(self, unhanded: Sequence[Event]) -> None: ...
 
@@ -63,8 +64,9 @@ class Consumer:
         With auto-ack, the events of the previous fetch are acknowledged first.
         """
         self._check_open()
-        if self.auto_ack:
-            self.commit()
+        if self.auto_ack and self._outstanding:
+            self.reader.commit(self._outstanding, defer=True)
+            self._outstanding.clear()
         deadline = time.monotonic() + max(0.0, timeout)
         while True:
             events = self.reader.read(max(0.0, deadline - time.monotonic()))
@@ -99,9 +101,9 @@ class Consumer:
         self._check_open()
         self._outstanding = self.reader.ack(event, self._outstanding)
 
-    def rollback_event(self, event: Event) -> None:
+    def rollback_event(self, event: Event, delay_s: float = 0.0) -> None:
         self._check_open()
-        self.reader.rollback([event])
+        self.reader.rollback([event], delay_s)
         if event in self._outstanding:
             self._outstanding.remove(event)
 

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from . import ids, names
-from .consumer import Consumer
+from .consumer import Consumer, Reader
+from .dead_letters import DeadLetter, dead_letters, replay
 from .errors import ConfigError, DurableExistsError, DurableNotFound, InvalidWindowError
 from .events import event_from_entry
 from .replies import raw, server_errors, text
@@ -27,6 +28,8 @@ if TYPE_CHECKING:
 Kind = Literal["exclusive", "shared", "serial"]
 KINDS: tuple[str, ...] = get_args(Kind)
 SCAN_CHUNK = 1000
+POOL = "_pool"
+"""The dispatcher's pseudo-consumer: events waiting to be dealt (again) are pending under it."""
 
 
 @dataclass(frozen=True)
@@ -37,6 +40,10 @@ class DurableSpec:
     filter: str | None
     start: str
     created_ms: int
+    max_deliveries: int | None = None
+    """Deliveries after which a rolled-back event goes to the dead letters (shared, serial)."""
+    ast: list[object] | None = None
+    """The filter's syntax tree, for the dispatcher's Lua evaluator."""
 
     def to_json(self) -> str:
         return json.dumps(self.__dict__, separators=(",", ":"))
@@ -72,16 +79,30 @@ def _group_start(start: str) -> tuple[str, str, str]:
 
 
 def create_durable(
-    channel: Channel, name: str, kind: str, start: str, filter: str | None
+    channel: Channel,
+    name: str,
+    kind: str,
+    start: str,
+    filter: str | None,
+    max_deliveries: int | None = None,
 ) -> Durable:
     """Get or create; the stored spec wins, and must agree on kind and filter."""
     names.durable_name(name)
     if kind not in KINDS:
         raise ConfigError(f"durable kind must be one of {', '.join(KINDS)}, got {kind!r}")
+    if max_deliveries is not None and (_not_int(max_deliveries) or max_deliveries < 1):
+        raise ConfigError(f"max_deliveries must be a positive int, got {max_deliveries!r}")
     selector = compile_filter(filter)
     text = selector.expression if selector else None
     stored_start, group_start, must_exist = _group_start(start)
-    spec = DurableSpec(kind, text, stored_start, int(time.time() * 1000))  # type: ignore[arg-type]
+    spec = DurableSpec(
+        kind,  # type: ignore[arg-type]
+        text,
+        stored_start,
+        int(time.time() * 1000),
+        max_deliveries,
+        selector.to_json() if selector else None,
+    )
     k = channel.keys
     with server_errors(f"durable {name!r} on {channel.name!r}"):
         _, raw = channel.client.scripts.create_durable(
@@ -134,11 +155,27 @@ class Durable:
         raise DurableNotFound(f"durable {self.name!r} does not exist on {self.channel.name!r}")
 
     def depth(self) -> int:
-        """Events not yet delivered to this durable that match its filter."""
-        group = self._group()
+        """Events waiting to be delivered to this durable (matching its filter), including
+        events handed back for redelivery."""
+        return self._depths(self._group())[0]
+
+    def _depths(self, group: dict[str, Any]) -> tuple[int, int]:
+        """(depth, transaction depth) of the durable, from its XINFO GROUPS entry."""
+        waiting = self._pool_size() if self.kind != "exclusive" and group["pending"] else 0
         if self.selector is None and group.get("lag") is not None:
-            return int(group["lag"])
-        return self._count_after(text(group["last-delivered-id"]))
+            new = int(group["lag"])
+        else:
+            new = self._count_after(text(group["last-delivered-id"]))
+        return new + waiting, int(group["pending"]) - waiting
+
+    def _pool_size(self) -> int:
+        """Events pending under the dispatcher's pool: handed back, waiting to be dealt."""
+        with server_errors(f"durable {self.name!r}"):
+            summary = raw(self.client.redis, "XPENDING", self.channel.keys.stream, self.name)
+        for consumer in summary.get("consumers") or ():
+            if text(consumer["name"]) == POOL:
+                return int(consumer["pending"])
+        return 0
 
     def _count_after(self, position: str) -> int:
         count = 0
@@ -159,27 +196,41 @@ class Durable:
         return event is not None and self.selector.matches(event.key, event.properties)
 
     def transaction_depth(self) -> int:
-        """Events delivered to this durable and not yet acknowledged."""
-        return int(self._group()["pending"])
+        """Events delivered to this durable's consumers and not yet acknowledged."""
+        return self._depths(self._group())[1]
 
     def info(self) -> DurableInfo:
         group = self._group()
+        depth, transaction_depth = self._depths(group)
         return DurableInfo(
             channel=self.channel.name,
             name=self.name,
             kind=self.kind,
             filter=self.spec.filter,
             start=self.spec.start,
-            depth=self.depth(),
-            transaction_depth=int(group["pending"]),
+            depth=depth,
+            transaction_depth=transaction_depth,
             last_delivered_id=text(group["last-delivered-id"]),
             consumers=self._consumers(),
         )
 
     def _consumers(self) -> tuple[str, ...]:
+        keys = self.channel.keys
         with server_errors(f"durable {self.name!r}"):
-            holder = self.client.redis.get(self.channel.keys.lease(self.name))
+            if self.kind != "exclusive":
+                return tuple(
+                    sorted(text(m) for m in self.client.redis.hkeys(keys.members(self.name)))
+                )
+            holder = self.client.redis.get(keys.lease(self.name))
         return (text(holder),) if holder else ()
+
+    def dead_letters(self, count: int | None = None) -> list[DeadLetter]:
+        """Events given up on after `max_deliveries`, oldest first."""
+        return dead_letters(self, count)
+
+    def replay_dead_letters(self, count: int | None = None) -> int:
+        """Publish dead letters to the channel again as new events; returns how many."""
+        return replay(self, count)
 
     def delete(self) -> bool:
         """Delete the durable; its events stay on the channel for the other durables."""
@@ -194,14 +245,27 @@ class Durable:
         self, name: str | None = None, *, prefetch: int | None = None, auto_ack: bool | None = None
     ) -> Consumer:
         """A synchronous consumer, attached until closed (use it as a context manager)."""
-        self._check_window("prefetch", prefetch)
-        if self.kind != "exclusive":
-            raise NotImplementedError(f"{self.kind} durables cannot be consumed yet")
-        from .exclusive import ExclusiveReader
+        self._check_window(prefetch)
+        if prefetch is not None and (_not_int(prefetch) or prefetch <= 0):
+            raise InvalidWindowError(f"prefetch must be a positive int, got {prefetch!r}")
+        return self._attach(name, prefetch, auto_ack)
 
+    def _attach(self, name: str | None, window: int | None, auto_ack: bool | None) -> Consumer:
+        self._check_window(window)
         consumer_name = names.consumer_name(name) if name is not None else "consumer"
-        reader = ExclusiveReader(self, consumer_name)
-        return Consumer(self, reader, auto_ack=True if auto_ack is None else auto_ack)
+        if auto_ack is None:
+            auto_ack = window is None  # seed 004: a window means explicit acknowledgement
+        reader: Reader
+        if self.kind == "exclusive":
+            from .exclusive import ExclusiveReader
+
+            reader = ExclusiveReader(self, consumer_name)
+        else:
+            from .shared import SharedReader
+
+            size = window or self.client.settings.client_queue_window
+            reader = SharedReader(self, consumer_name, size)
+        return Consumer(self, reader, auto_ack=auto_ack)
 
     def subscribe(
         self,
@@ -214,20 +278,23 @@ class Durable:
         """Deliver events to `listener(event)` on a background thread until `close()`."""
         from .subscription import Subscription
 
-        self._check_window("window", window)
-        consumer = self.consumer(name, auto_ack=auto_ack)
-        return Subscription(consumer, listener)
+        self._check_window(window)
+        if window is not None and (_not_int(window) or window == 0):
+            raise InvalidWindowError(f"window must be a positive int, got {window!r}")
+        if window is not None and window < 0 and self.kind != "exclusive":
+            window = self.client.settings.client_queue_window  # seed 004: negative = default
+        return Subscription(self._attach(name, window, auto_ack), listener)
 
-    def _check_window(self, what: str, size: int | None) -> None:
-        if size is None:
-            return
-        if self.kind == "exclusive":
+    def _check_window(self, size: int | None) -> None:
+        if size is not None and self.kind == "exclusive":
             raise InvalidWindowError(
-                f"a {what} applies to shared and serial durables only; "
+                f"a window or prefetch applies to shared and serial durables only; "
                 f"{self.name!r} is exclusive (one consumer, cumulative ack)"
             )
-        if not isinstance(size, int) or isinstance(size, bool) or size == 0:
-            raise InvalidWindowError(f"{what} must be a positive int, got {size!r}")
+
+
+def _not_int(value: object) -> bool:
+    return not isinstance(value, int) or isinstance(value, bool)
 
 
 def durable_infos(channel: Channel, durables: Sequence[str]) -> list[DurableInfo]:

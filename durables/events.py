@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
-from .errors import PayloadError
+from .errors import ConfigError, PayloadError
 from .keys import F_DATA, F_KEY, F_PROPS
 
 if TYPE_CHECKING:
@@ -26,7 +26,7 @@ class _Owner(Protocol):
 
     def ack_event(self, event: Event) -> None: ...
 
-    def rollback_event(self, event: Event) -> None: ...
+    def rollback_event(self, event: Event, delay_s: float = 0.0) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,9 +83,15 @@ class Event:
         """Acknowledge this event (on an exclusive durable: and every event before it)."""
         self._owned().ack_event(self)
 
-    def rollback(self) -> None:
-        """Hand this event back; see the durable kinds for when it comes again."""
-        self._owned().rollback_event(self)
+    def rollback(self, delay: float = 0.0) -> None:
+        """Hand this event back; see the durable kinds for when it comes again.
+
+        On shared and serial durables it is dealt again at once (first in line), or
+        after `delay` seconds; on an exclusive durable at the next subscription.
+        """
+        if not isinstance(delay, int | float) or delay < 0:
+            raise ConfigError(f"rollback delay must be a number of seconds >= 0, got {delay!r}")
+        self._owned().rollback_event(self, float(delay))
 
     def _owned(self) -> _Owner:
         if self.owner is None:

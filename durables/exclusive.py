@@ -63,7 +63,13 @@ class ExclusiveReader:
                 args=[self.durable.name, self.token, self.client.lease_ms],
             )
         self._counts = {flat[i].decode(): int(flat[i + 1]) for i in range(0, len(flat), 2)}
-        self.client.heartbeat.add(Lease(self._lease, self.token, self._on_lost))
+        self.client.heartbeat.add(Lease(self.token, self._renew, self._on_lost))
+
+    def _renew(self) -> bool:
+        held = self.client.scripts.renew_lease(
+            keys=[self._lease], args=[self.token, self.client.lease_ms]
+        )
+        return bool(held)
 
     def _on_lost(self) -> None:
         self._lost = True
@@ -128,7 +134,7 @@ class ExclusiveReader:
             events.append(event)
         return events
 
-    def commit(self, events: Sequence[Event]) -> None:
+    def commit(self, events: Sequence[Event], *, defer: bool = False) -> None:
         candidates = [e.id for e in events]
         if self._skipped is not None:
             candidates.append(self._skipped)
@@ -153,7 +159,8 @@ class ExclusiveReader:
             )
         self.client.maybe_housekeep(self.durable.channel.name)
 
-    def rollback(self, events: Sequence[Event]) -> None:
+    def rollback(self, events: Sequence[Event], delay_s: float = 0.0) -> None:
+        """Seed 003: the events come back at the next subscription (a delay cannot apply)."""
         if not events:
             return
         with server_errors(self._context):

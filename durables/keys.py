@@ -10,6 +10,13 @@ in one slot and every Lua script runs unchanged on Redis Cluster:
     <ns>:{<ch>}:lease:<durable>       string: token of the exclusive holder, with a PX lease
     <ns>:{<ch>}:rc:<durable>          hash: pending event id -> redelivery count (only if > 0)
     <ns>:{<ch>}:keep:<durable>        set: pending ids whose count must not rise at the next attach
+    <ns>:{<ch>}:members:<durable>     hash: attached consumer id -> its window (shared, serial)
+    <ns>:{<ch>}:alive:<durable>       zset: attached consumer id -> lease expiry (server ms)
+    <ns>:{<ch>}:ring:<durable>        list: consumer ids in round-robin order, next to deal first
+    <ns>:{<ch>}:redo:<durable>        list: ids handed back, waiting to be dealt again, first first
+    <ns>:{<ch>}:delayed:<durable>     zset: ids rolled back with a delay -> when they are due
+    <ns>:{<ch>}:bell:<durable>        stream (MAXLEN 1): rung when events are dealt to others
+    <ns>:{<ch>}:dead:<durable>        stream: dead letters (events past max_deliveries)
 
 Names are validated (`durables.names`) before they get here.
 """
@@ -61,6 +68,38 @@ class ChannelKeys:
     def keep(self, durable: str) -> str:
         return f"{self.prefix}:keep:{durable}"
 
+    def members(self, durable: str) -> str:
+        return f"{self.prefix}:members:{durable}"
+
+    def alive(self, durable: str) -> str:
+        return f"{self.prefix}:alive:{durable}"
+
+    def ring(self, durable: str) -> str:
+        return f"{self.prefix}:ring:{durable}"
+
+    def redo(self, durable: str) -> str:
+        return f"{self.prefix}:redo:{durable}"
+
+    def delayed(self, durable: str) -> str:
+        return f"{self.prefix}:delayed:{durable}"
+
+    def bell(self, durable: str) -> str:
+        return f"{self.prefix}:bell:{durable}"
+
+    def dead(self, durable: str) -> str:
+        return f"{self.prefix}:dead:{durable}"
+
     def per_durable(self, durable: str) -> list[str]:
         """Every key that belongs to one durable, beside its consumer group."""
-        return [self.lease(durable), self.redeliveries(durable), self.keep(durable)]
+        return [
+            self.lease(durable),
+            self.redeliveries(durable),
+            self.keep(durable),
+            self.members(durable),
+            self.alive(durable),
+            self.ring(durable),
+            self.redo(durable),
+            self.delayed(durable),
+            self.bell(durable),
+            self.dead(durable),
+        ]

@@ -11,30 +11,26 @@ import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from redis.exceptions import RedisError
-
-if TYPE_CHECKING:
-    from redis.commands.core import Script
 
 log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
 class Lease:
-    """One lease to keep alive: its key, the holder's token, what to do when it is lost."""
+    """One lease to keep alive: the holder's token, how to renew it (False: it is gone),
+    what to do when it is lost."""
 
-    key: str
     token: str
+    renew: Callable[[], bool]
     on_lost: Callable[[], None]
 
 
 class Heartbeat:
     """Renews registered leases every `lease_ms / 3` until closed."""
 
-    def __init__(self, renew: Script, lease_ms: int) -> None:
-        self._renew = renew
+    def __init__(self, lease_ms: int) -> None:
         self._lease_ms = lease_ms
         self._leases: dict[str, Lease] = {}
         self._lock = threading.Lock()
@@ -68,9 +64,9 @@ class Heartbeat:
 
     def _beat(self, lease: Lease) -> None:
         try:
-            held = self._renew(keys=[lease.key], args=[lease.token, self._lease_ms])
+            held = lease.renew()
         except RedisError as exc:  # the server is away: the next beat tries again
-            log.warning("could not renew lease %s: %s", lease.key, exc)
+            log.warning("could not renew lease %s: %s", lease.token, exc)
             return
         if not held:
             self.remove(lease.token)

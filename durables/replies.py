@@ -18,6 +18,7 @@ from .errors import (
     ChannelFullError,
     ChannelNotFound,
     ConnectionLostError,
+    ConsumerClosedError,
     DurableInUseError,
     DurableNotFound,
     DurablesError,
@@ -35,6 +36,7 @@ _BY_PREFIX: dict[str, Translate] = {
     "NOGROUP": lambda rest: DurableNotFound(f"no consumer group: {rest}"),
     "INUSE": lambda rest: DurableInUseError(f"already held by consumer {rest}"),
     "LEASELOST": lambda rest: DurableInUseError(rest),
+    "DETACHED": lambda rest: ConsumerClosedError(rest),
     "FULL": lambda rest: ChannelFullError(f"the channel is at its capacity of {rest} events"),
     "NOSTART": lambda rest: InvalidStartError(f"start event {rest} does not exist in the channel"),
 }

@@ -1,5 +1,9 @@
 """Loads the Lua scripts in `durables/lua/` once per client.
 
+A script may pull in a library from `lua/lib/` with a line `--@include NAME`;
+the text is spliced in at load time (Lua scripts cannot import), so each script
+stays one operation while shared helpers exist once.
+
 Each script becomes a typed attribute; redis-py's `Script` sends EVALSHA and
 reloads the script by itself after a NOSCRIPT (a restarted server). Scripts are
 called directly, never inside a pipeline: there redis-py would add a
@@ -27,13 +31,30 @@ NAMES = (
     "ack_exclusive",
     "release_exclusive",
     "trim",
+    "attach_shared",
+    "fetch_shared",
+    "rollback_shared",
+    "release_shared",
+    "renew_member",
 )
+
+
+INCLUDE = "--@include "
 
 
 @cache
 def source(name: str) -> str:
-    """The text of `lua/<name>.lua`, read from the installed package."""
-    return (files("durables") / "lua" / f"{name}.lua").read_text(encoding="utf-8")
+    """The text of `lua/<name>.lua`, read from the installed package, libraries spliced in."""
+    text = (files("durables") / "lua" / f"{name}.lua").read_text(encoding="utf-8")
+    return "".join(
+        library(line.removeprefix(INCLUDE).strip()) if line.startswith(INCLUDE) else line
+        for line in text.splitlines(keepends=True)
+    )
+
+
+@cache
+def library(name: str) -> str:
+    return (files("durables") / "lua" / "lib" / f"{name}.lua").read_text(encoding="utf-8")
 
 
 class Scripts:
@@ -49,6 +70,11 @@ class Scripts:
     ack_exclusive: Script
     release_exclusive: Script
     trim: Script
+    attach_shared: Script
+    fetch_shared: Script
+    rollback_shared: Script
+    release_shared: Script
+    renew_member: Script
 
     def __init__(self, redis: Redis) -> None:
         for name in NAMES:

@@ -10,30 +10,10 @@
 -- ARGV[3]  with 'purge': the last id to remove, or '+' for everything; else ''
 -- ARGV[4..] durable names matching KEYS[3..]
 -- Returns  how many events were removed.
+--@include ids
 local stream = KEYS[1]
 if redis.call('EXISTS', stream) == 0 then
   return 0
-end
-
-local function split(id)
-  local ms, seq = string.match(id, '^(%d+)-(%d+)$')
-  return tonumber(ms), tonumber(seq)
-end
-local function before(a, b)
-  local ams, aseq = split(a)
-  local bms, bseq = split(b)
-  return ams < bms or (ams == bms and aseq < bseq)
-end
-local function after_id(id)
-  local ms, seq = split(id)
-  return string.format('%.0f-%.0f', ms, seq + 1)
-end
-local function before_id(id)
-  local ms, seq = split(id)
-  if seq > 0 then
-    return string.format('%.0f-%.0f', ms, seq - 1)
-  end
-  return string.format('%.0f', ms - 1) .. '-18446744073709551615'
 end
 
 local groups = {}
@@ -56,23 +36,23 @@ if ARGV[2] == 'purge' then
     end
     last = newest[1][1]
   end
-  cut = after_id(last)
+  cut = id_after(last)
 else
   for _, g in ipairs(groups) do
     local low
     if g['pending'] > 0 then
       low = redis.call('XPENDING', stream, g['name'])[2]
     else
-      low = after_id(g['last-delivered-id'])
+      low = id_after(g['last-delivered-id'])
     end
-    if cut == nil or before(low, cut) then
+    if cut == nil or id_before(low, cut) then
       cut = low
     end
   end
   local ttl = tonumber(redis.call('HGET', KEYS[2], 'ttl_ms'))
   if ttl then
     local expired = string.format('%.0f-0', tonumber(ARGV[1]) - ttl)
-    if cut == nil or before(cut, expired) then
+    if cut == nil or id_before(cut, expired) then
       cut = expired
     end
   end
@@ -106,8 +86,8 @@ for _, g in ipairs(groups) do
       end
     end
   until #pending < 1000
-  local position = before_id(cut)
-  if before(g['last-delivered-id'], position) then
+  local position = id_below(cut)
+  if id_before(g['last-delivered-id'], position) then
     if stream_info == nil then
       stream_info = {}
       local flat = redis.call('XINFO', 'STREAM', stream)
@@ -115,7 +95,7 @@ for _, g in ipairs(groups) do
         stream_info[flat[i]] = flat[i + 1]
       end
     end
-    if before(stream_info['last-generated-id'], position) then
+    if id_before(stream_info['last-generated-id'], position) then
       position = stream_info['last-generated-id']
     end
     -- ENTRIESREAD keeps the group's lag exact (everything left is unread).

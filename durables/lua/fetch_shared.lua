@@ -1,0 +1,231 @@
+-- The dispatcher of shared and serial durables, run at each fetch of an attached consumer:
+-- acknowledge what the caller finished, reap consumers whose lease lapsed, then deal
+-- waiting events round robin to the attached consumers that have window room. Serial
+-- durables deal nothing while anything dealt is unacknowledged, and then deal to one
+-- consumer only. The caller reads its own pending events right after, in the same
+-- pipeline (XREADGROUP ... 0), so payloads never pass through Lua.
+-- KEYS[1]  the channel's stream
+-- KEYS[2]  the channel's durables hash (name -> spec JSON with 'ast', 'max_deliveries')
+-- KEYS[3]  the durable's members hash (consumer id -> window)
+-- KEYS[4]  the durable's alive zset
+-- KEYS[5]  the durable's ring list
+-- KEYS[6]  the durable's redo list
+-- KEYS[7]  the durable's delayed zset
+-- KEYS[8]  the durable's redelivery counts
+-- KEYS[9]  the durable's bell stream
+-- KEYS[10] the durable's dead-letter stream
+-- ARGV[1]  durable name (the group)
+-- ARGV[2]  the calling consumer's id
+-- ARGV[3]  lease length in milliseconds
+-- ARGV[4..] ids the caller acknowledges
+-- Returns  {newest stream id, newest bell id, {id, count, ...} of the caller's redelivered
+--          pending events, dead-lettered now}.
+-- Errors   DETACHED (the caller's lease lapsed and it was reaped), NODURABLE.
+--@include ids
+--@include pool
+--@include selector
+local stream, durables, members, alive, ring, redo, delayed, counts, bell, dead =
+  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10]
+local group, me = ARGV[1], ARGV[2]
+local now = now_ms()
+local SCAN_LIMIT = 5000
+
+if redis.call('HEXISTS', members, me) == 0 then
+  return redis.error_reply('DETACHED this consumer lost its lease and was detached')
+end
+redis.call('ZADD', alive, now + tonumber(ARGV[3]), me)
+if #ARGV >= 4 then
+  local done = {unpack(ARGV, 4)}
+  redis.call('XACK', stream, group, unpack(done))
+  redis.call('HDEL', counts, unpack(done))
+end
+local raw_spec = redis.call('HGET', durables, group)
+if not raw_spec then
+  return redis.error_reply('NODURABLE the durable does not exist')
+end
+local spec = cjson.decode(raw_spec)
+
+local function remove_member(consumer)
+  redis.call('HDEL', members, consumer)
+  redis.call('ZREM', alive, consumer)
+  redis.call('LREM', ring, 0, consumer)
+  redis.call('XGROUP', 'DELCONSUMER', stream, group, consumer)
+end
+
+-- Consumers whose lease lapsed: their events go back first in line, one delivery more.
+local function reap()
+  for _, consumer in ipairs(redis.call('ZRANGEBYSCORE', alive, '-inf', now)) do
+    local back = sort_ids(claim(stream, group, POOL, pending_of(stream, group, consumer)))
+    for _, id in ipairs(back) do
+      redis.call('HINCRBY', counts, id, 1)
+    end
+    push_front(redo, back)
+    remove_member(consumer)
+  end
+  local due = redis.call('ZRANGEBYSCORE', delayed, '-inf', now, 'LIMIT', 0, 1000)
+  if #due > 0 then
+    redis.call('ZREM', delayed, unpack(due))
+    push_front(redo, sort_ids(due))
+  end
+end
+
+-- Room left in each member's window, in ring order.
+local function rooms()
+  local order = redis.call('LRANGE', ring, 0, -1)
+  local windows = {}
+  local flat = redis.call('HGETALL', members)
+  for i = 1, #flat, 2 do
+    windows[flat[i]] = tonumber(flat[i + 1])
+  end
+  local held, busy = {}, false
+  for _, pair in ipairs(redis.call('XPENDING', stream, group)[4] or {}) do
+    held[pair[1]] = tonumber(pair[2])
+    if pair[1] ~= POOL then
+      busy = true
+    end
+  end
+  local room, total = {}, 0
+  for _, consumer in ipairs(order) do
+    room[consumer] = math.max(0, (windows[consumer] or 0) - (held[consumer] or 0))
+    total = total + room[consumer]
+  end
+  return order, room, total, busy
+end
+
+-- A redo event past max_deliveries goes to the dead letters instead; true if it went.
+local function bury(id)
+  local limit = tonumber(spec['max_deliveries'])
+  local count = tonumber(redis.call('HGET', counts, id) or 0)
+  if limit == nil or count < limit then
+    return false
+  end
+  local entry = redis.call('XRANGE', stream, id, id)
+  if #entry > 0 then
+    local fields = entry[1][2]
+    fields[#fields + 1] = 'origin'
+    fields[#fields + 1] = id
+    fields[#fields + 1] = 'reason'
+    fields[#fields + 1] = 'max_deliveries'
+    fields[#fields + 1] = 'deliveries'
+    fields[#fields + 1] = tostring(count)
+    redis.call('XADD', dead, '*', unpack(fields))
+  end
+  redis.call('XACK', stream, group, id)
+  redis.call('HDEL', counts, id)
+  return true
+end
+
+-- Up to `want` events to deal: handed-back ones first, then new ones the filter accepts.
+local function pick(want)
+  local picks, buried = {}, 0
+  while #picks < want do
+    local id = redis.call('LPOP', redo)
+    if not id then
+      break
+    end
+    if bury(id) then
+      buried = buried + 1
+    else
+      picks[#picks + 1] = id
+    end
+  end
+  local tree = spec['ast']
+  local scanned = 0
+  while #picks < want and scanned < SCAN_LIMIT do
+    local got = redis.call('XREADGROUP', 'GROUP', group, POOL, 'COUNT', want - #picks,
+      'STREAMS', stream, '>')
+    if not got then
+      break
+    end
+    local skipped = {}
+    for _, entry in ipairs(got[1][2]) do
+      scanned = scanned + 1
+      if tree == nil or tree == cjson.null or selector.matches(tree, selector.fields(entry[2])) then
+        picks[#picks + 1] = entry[1]
+      else
+        skipped[#skipped + 1] = entry[1]
+      end
+    end
+    if #skipped > 0 then
+      redis.call('XACK', stream, group, unpack(skipped))
+    end
+  end
+  return picks, buried
+end
+
+-- Deal picks round robin from the head of the ring; the ring turns past the last served.
+local function deal(order, room, picks)
+  local dealt, n, at = {}, #order, 1
+  for _, id in ipairs(picks) do
+    local tries = 0
+    while room[order[at]] == 0 and tries < n do
+      at, tries = at % n + 1, tries + 1
+    end
+    if tries == n then
+      break
+    end
+    local consumer = order[at]
+    dealt[consumer] = dealt[consumer] or {}
+    table.insert(dealt[consumer], id)
+    room[consumer] = room[consumer] - 1
+    at = at % n + 1
+  end
+  local others = false
+  for consumer, ids in pairs(dealt) do
+    claim(stream, group, consumer, ids)
+    others = others or consumer ~= me
+  end
+  if at ~= 1 then
+    redis.call('DEL', ring)
+    redis.call('RPUSH', ring, unpack(order, at))
+    redis.call('RPUSH', ring, unpack(order, 1, at - 1))
+  end
+  return others
+end
+
+reap()
+local order, room, total, busy = rooms()
+local buried = 0
+if spec['kind'] == 'serial' then
+  -- Serial: nothing new while anything dealt is unacknowledged; then one consumer only.
+  if busy then
+    total = 0
+  else
+    local first = nil
+    for i, consumer in ipairs(order) do
+      if room[consumer] > 0 and first == nil then
+        first = i
+      else
+        room[consumer] = 0
+      end
+    end
+    total = first and room[order[first]] or 0
+  end
+end
+if total > 0 and #order > 0 then
+  local picks
+  picks, buried = pick(total)
+  if #picks > 0 and deal(order, room, picks) then
+    redis.call('XADD', bell, 'MAXLEN', 1, '*', 'r', 1)
+  end
+end
+
+local mine = pending_of(stream, group, me)
+local redelivered = {}
+if #mine > 0 then
+  local values = redis.call('HMGET', counts, unpack(mine))
+  for i, id in ipairs(mine) do
+    if values[i] then
+      redelivered[#redelivered + 1] = id
+      redelivered[#redelivered + 1] = values[i]
+    end
+  end
+end
+local newest = redis.call('XREVRANGE', stream, '+', '-', 'COUNT', 1)
+local rung = redis.call('XREVRANGE', bell, '+', '-', 'COUNT', 1)
+return {
+  newest[1] and newest[1][1] or '0-0',
+  rung[1] and rung[1][1] or '0-0',
+  redelivered,
+  buried,
+}

@@ -1,0 +1,53 @@
+-- Library (`--@include pool`): moving pending events between the consumers of a shared or
+-- serial durable. Events waiting to be dealt (again) are pending under the pseudo-consumer
+-- '_pool', so they keep holding back retention, and are listed in order in the redo list.
+local POOL = '_pool'
+local CHUNK = 1000
+
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+-- Every pending id of one consumer, in id order.
+local function pending_of(stream, group, consumer)
+  local ids, start = {}, '-'
+  repeat
+    local page = redis.call('XPENDING', stream, group, start, '+', CHUNK, consumer)
+    for _, entry in ipairs(page) do
+      ids[#ids + 1] = entry[1]
+    end
+    if #page > 0 then
+      start = '(' .. page[#page][1]
+    end
+  until #page < CHUNK
+  return ids
+end
+
+-- Give pending ids to a consumer (JUSTID: the PEL's own count is not ours to raise);
+-- returns the ids that were still pending (acked or trimmed ones drop out).
+local function claim(stream, group, consumer, ids)
+  local moved = {}
+  for i = 1, #ids, CHUNK do
+    local args = {'XCLAIM', stream, group, consumer, 0}
+    for j = i, math.min(i + CHUNK - 1, #ids) do
+      args[#args + 1] = ids[j]
+    end
+    args[#args + 1] = 'JUSTID'
+    for _, id in ipairs(redis.call(unpack(args))) do
+      moved[#moved + 1] = id
+    end
+  end
+  return moved
+end
+
+-- Put ids at the head of a list, keeping their order (ids[1] ends up first).
+local function push_front(list, ids)
+  for i = #ids, 1, -CHUNK do
+    local part = {}
+    for j = i, math.max(1, i - CHUNK + 1), -1 do
+      part[#part + 1] = ids[j]
+    end
+    redis.call('LPUSH', list, unpack(part))
+  end
+end

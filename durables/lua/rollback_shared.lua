@@ -1,0 +1,40 @@
+-- Hand events back to a shared or serial durable: first in line (or after a delay),
+-- each with its redelivery count raised by one.
+-- KEYS[1]  the channel's stream
+-- KEYS[2]  the durable's redo list
+-- KEYS[3]  the durable's delayed zset
+-- KEYS[4]  the durable's redelivery counts
+-- KEYS[5]  the durable's bell stream
+-- ARGV[1]  durable name (the group)
+-- ARGV[2]  consumer id handing them back
+-- ARGV[3]  delay in milliseconds (0: at once)
+-- ARGV[4..] ids
+-- Returns  how many were handed back (ids the consumer no longer held are skipped).
+--@include ids
+--@include pool
+local stream, group, me = KEYS[1], ARGV[1], ARGV[2]
+local mine = {}
+for i = 4, #ARGV do
+  local entry = redis.call('XPENDING', stream, group, ARGV[i], ARGV[i], 1, me)
+  if #entry > 0 then
+    mine[#mine + 1] = ARGV[i]
+  end
+end
+if #mine == 0 then
+  return 0
+end
+local moved = sort_ids(claim(stream, group, POOL, mine))
+for _, id in ipairs(moved) do
+  redis.call('HINCRBY', KEYS[4], id, 1)
+end
+local delay = tonumber(ARGV[3])
+if delay > 0 then
+  local due = now_ms() + delay
+  for _, id in ipairs(moved) do
+    redis.call('ZADD', KEYS[3], due, id)
+  end
+else
+  push_front(KEYS[2], moved)
+end
+redis.call('XADD', KEYS[5], 'MAXLEN', 1, '*', 'r', 1)
+return #moved

@@ -1,0 +1,292 @@
+"""Shared and serial durables: round robin, windows, rollback, crash recovery, dead letters."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+
+import pytest
+
+import durables
+from durables import ConfigError, InvalidWindowError
+
+from .servers import RedisProcess
+from .test_exclusive import fetch_all, publish
+
+
+def texts(events: list[durables.Event]) -> list[str]:
+    return [e.text for e in events]
+
+
+def test_two_shared_consumers_get_alternate_events_as_the_seed_says(
+    channel: durables.Channel,
+) -> None:
+    dur = channel.durable("work", kind="shared")
+    with dur.consumer("one", prefetch=10) as one, dur.consumer("two", prefetch=10) as two:
+        publish(channel, 10)
+        first, second = one.fetch(timeout=2), two.fetch(timeout=2)
+        assert texts(first) == ["e1", "e3", "e5", "e7", "e9"]
+        assert texts(second) == ["e2", "e4", "e6", "e8", "e10"]
+        assert dur.depth() == 0 and dur.transaction_depth() == 10
+
+
+def test_round_robin_goes_on_where_it_stopped(channel: durables.Channel) -> None:
+    dur = channel.durable("work", kind="shared")
+    with dur.consumer("one") as one, dur.consumer("two") as two:
+        publish(channel, 3)
+        got_one = one.fetch(timeout=2)
+        publish(channel, 3, start=4)
+        got_two = two.fetch(timeout=2)
+        got_one += one.fetch(timeout=2)
+    assert texts(got_one) == ["e1", "e3", "e5"] and texts(got_two) == ["e2", "e4", "e6"]
+
+
+def test_window_caps_what_a_consumer_holds_and_ack_makes_room(channel: durables.Channel) -> None:
+    dur = channel.durable("work", kind="shared")
+    publish(channel, 10)
+    with dur.consumer("one", prefetch=3) as one:
+        got = one.fetch(timeout=1)
+        assert texts(got) == ["e1", "e2", "e3"]
+        assert one.fetch(timeout=0.3) == []  # window full: nothing more
+        assert dur.depth() == 7 and dur.transaction_depth() == 3
+        got[0].ack()
+        assert texts(one.fetch(timeout=1)) == ["e4"]
+        one.commit()
+        assert texts(one.fetch(timeout=1)) == ["e5", "e6", "e7"]
+        assert dur.depth() == 3 and dur.transaction_depth() == 3
+
+
+def test_a_window_means_no_auto_ack_and_none_means_auto_ack(channel: durables.Channel) -> None:
+    dur = channel.durable("work", kind="shared")
+    publish(channel, 2)
+    with dur.consumer("one", prefetch=5) as c:
+        assert c.auto_ack is False
+        fetch_all(c, 2)
+    assert dur.transaction_depth() == 0 and dur.depth() == 2  # handed back on close
+    with dur.consumer("two") as c:
+        assert c.auto_ack is True
+        fetch_all(c, 2)
+    assert dur.transaction_depth() == 0 and dur.depth() == 0
+
+
+def test_window_arguments_are_checked(channel: durables.Channel, client: durables.Client) -> None:
+    dur = channel.durable("work", kind="shared")
+    for bad in (0, -1, True, "4"):
+        with pytest.raises(InvalidWindowError):
+            dur.consumer(prefetch=bad)  # type: ignore[arg-type]
+    with pytest.raises(InvalidWindowError):
+        dur.subscribe(lambda e: None, window=0)
+    sub = dur.subscribe(lambda e: None, window=-1)  # negative: the default window
+    try:
+        assert sub.consumer.reader.window == client.settings.client_queue_window  # type: ignore[attr-defined]
+        assert sub.consumer.auto_ack is False
+    finally:
+        sub.close()
+
+
+def test_shared_rollback_redelivers_at_once_with_count_and_flag(
+    channel: durables.Channel,
+) -> None:
+    dur = channel.durable("work", kind="shared")
+    publish(channel, 3)
+    with dur.consumer("one", prefetch=3) as c:
+        got = c.fetch(timeout=1)
+        got[1].rollback()
+        again = c.fetch(timeout=1)
+        assert [(e.text, e.redelivered, e.redelivery_count) for e in again] == [("e2", True, 1)]
+        again[0].rollback()
+        third = c.fetch(timeout=1)
+        assert [(e.text, e.redelivery_count) for e in third] == [("e2", 2)]
+        assert dur.depth() == 0 and dur.transaction_depth() == 3
+        c.commit()  # e1, e3 and the redelivered e2
+    assert dur.depth() == 0 and dur.transaction_depth() == 0
+
+
+def test_unacknowledged_events_come_back_marked_after_a_clean_close(
+    channel: durables.Channel,
+) -> None:
+    dur = channel.durable("work", kind="shared")
+    publish(channel, 3)
+    with dur.consumer("one", prefetch=2) as c:
+        assert texts(c.fetch(timeout=1)) == ["e1", "e2"]  # handed out, never acked
+    with dur.consumer("two", prefetch=5) as c:
+        back = c.fetch(timeout=1)
+        assert [(e.text, e.redelivery_count) for e in back] == [("e1", 1), ("e2", 1), ("e3", 0)]
+
+
+def test_rolled_back_event_is_first_in_line_for_any_consumer(channel: durables.Channel) -> None:
+    dur = channel.durable("work", kind="shared")
+    one = dur.consumer("one", prefetch=1)
+    with dur.consumer("two", prefetch=1) as two:
+        with one:
+            publish(channel, 3)
+            (a,) = one.fetch(timeout=1)
+            (b,) = two.fetch(timeout=1)
+            assert (a.text, b.text) == ("e1", "e2")
+            a.rollback()
+        b.ack()
+        (c,) = two.fetch(timeout=1)  # e1 goes before e3, to whoever has room
+        assert (c.text, c.redelivered) == ("e1", True)
+
+
+def test_delayed_rollback_is_honoured(channel: durables.Channel) -> None:
+    dur = channel.durable("work", kind="shared")
+    publish(channel, 1)
+    with dur.consumer("one", prefetch=2) as c:
+        (event,) = c.fetch(timeout=1)
+        rolled = time.monotonic()
+        event.rollback(delay=0.6)
+        assert c.fetch(timeout=0.3) == []
+        (again,) = fetch_all(c, 1, timeout=3)
+        assert time.monotonic() - rolled >= 0.6
+        assert again.text == "e1" and again.redelivery_count == 1
+        with pytest.raises(ConfigError):
+            again.rollback(delay=-1)
+
+
+def test_events_go_to_the_dead_letters_after_max_deliveries(channel: durables.Channel) -> None:
+    dur = channel.durable("work", kind="shared", max_deliveries=3)
+    publish(channel, 2)
+    with dur.consumer("one", prefetch=5) as c:
+        deliveries = 0
+        for _ in range(10):
+            got = [e for e in c.fetch(timeout=0.5) if e.text == "e1"]
+            if not got:
+                break
+            deliveries += 1
+            got[0].rollback()
+        c.commit()
+    assert deliveries == 3
+    dead = dur.dead_letters()
+    assert [(d.text, d.origin_id, d.reason, d.deliveries) for d in dead] == [
+        ("e1", dead[0].origin_id, "max_deliveries", 3)
+    ]
+    assert dur.depth() == 0 and dur.transaction_depth() == 0
+    assert dur.replay_dead_letters() == 1
+    with dur.consumer("two") as c:
+        (again,) = fetch_all(c, 1)
+    assert again.text == "e1" and not again.redelivered
+    assert dur.dead_letters() == []
+
+
+def test_serial_never_lets_two_consumers_hold_events_at_once(channel: durables.Channel) -> None:
+    dur = channel.durable("line", kind="serial")
+    with dur.consumer("one", prefetch=2) as one, dur.consumer("two", prefetch=2) as two:
+        publish(channel, 6)
+        first = one.fetch(timeout=1)
+        assert texts(first) == ["e1", "e2"]
+        assert two.fetch(timeout=0.3) == []  # one still holds e1, e2
+        one.commit()
+        assert texts(two.fetch(timeout=1)) == ["e3", "e4"]
+        assert one.fetch(timeout=0.3) == []
+        two.commit()
+        assert texts(one.fetch(timeout=1)) == ["e5", "e6"]
+
+
+def test_serial_processing_order_equals_publish_order_with_three_consumers(
+    channel: durables.Channel,
+) -> None:
+    dur = channel.durable("line", kind="serial")
+    processed: list[str] = []
+    holding: set[str] = set()
+    overlaps: list[set[str]] = []
+    lock = threading.Lock()
+    rng = random.Random(7)
+
+    def worker(name: str) -> None:
+        def listener(event: durables.Event) -> None:
+            with lock:
+                holding.add(name)
+                if len(holding) > 1:
+                    overlaps.append(set(holding))
+                processed.append(event.text)
+            time.sleep(rng.random() * 0.01)
+            with lock:
+                holding.discard(name)
+            event.ack()
+
+        return listener  # type: ignore[return-value]
+
+    subs = [dur.subscribe(worker(n), window=1, name=n) for n in ("a", "b", "c")]  # type: ignore[func-returns-value]
+    try:
+        publish(channel, 60)
+        deadline = time.monotonic() + 20
+        while len(processed) < 60 and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        for sub in subs:
+            sub.close()
+    assert processed == [f"e{i}" for i in range(1, 61)]
+    assert overlaps == []
+
+
+CRASHER = textwrap.dedent(
+    """
+    import sys, durables
+    client = durables.connect(sys.argv[1], namespace=sys.argv[2], lease_timeout_s=1.0)
+    dur = client.channel("orders").durable("work", kind="shared")
+    c = dur.consumer("doomed", prefetch=5)
+    got = []
+    while len(got) < 5:
+        got += c.fetch(timeout=1)
+    print(" ".join(e.text for e in got), flush=True)
+    sys.stdin.read()
+    """
+)
+
+
+def test_consumer_killed_with_kill9_while_holding_its_window_loses_nothing(
+    server: RedisProcess, namespace: str, channel: durables.Channel
+) -> None:
+    dur = channel.durable("work", kind="shared")
+    proc = subprocess.Popen(
+        [sys.executable, "-c", CRASHER, server.url, namespace],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        publish(channel, 20)
+        held = proc.stdout.readline().split()
+        assert len(held) == 5
+        os.kill(proc.pid, signal.SIGKILL)
+    finally:
+        proc.kill()
+        proc.wait()
+        for stream in (proc.stdin, proc.stdout):
+            if stream is not None:
+                stream.close()
+    seen: dict[str, int] = {}
+    with dur.consumer("survivor", prefetch=50) as c:
+        deadline = time.monotonic() + 10
+        while len(seen) < 20 and time.monotonic() < deadline:
+            for event in c.fetch(timeout=0.3):
+                seen[event.text] = event.redelivery_count
+                event.ack()
+    assert sorted(seen) == sorted(f"e{i}" for i in range(1, 21))
+    assert {t for t, count in seen.items() if count == 1} == set(held)
+    assert dur.depth() == 0 and dur.transaction_depth() == 0
+
+
+def test_durable_filter_on_shared_keeps_non_matching_events_away(
+    client: durables.Client, channel: durables.Channel
+) -> None:
+    dur = channel.durable("eu", kind="shared", filter="region = 'eu' AND qty > 2")
+    msgs = [
+        durables.Message(f"e{i}", properties={"region": "eu" if i % 2 else "us", "qty": i})
+        for i in range(1, 11)
+    ]
+    channel.publish_many(msgs)
+    assert dur.depth() == 4  # e3, e5, e7, e9
+    with dur.consumer("one") as c:
+        assert texts(fetch_all(c, 4)) == ["e3", "e5", "e7", "e9"]
+        assert c.fetch(timeout=0.2) == []
+    client.housekeep()
+    assert channel.info().length == 0  # non-matching events did not hold back retention
