@@ -35,7 +35,7 @@ class DeadLetter:
         return self.data.decode("utf-8")
 
 
-def _dead_letter(entry_id: Any, fields: dict[bytes, bytes]) -> DeadLetter:
+def _dead_letter(entry_id: Any, fields: Any) -> DeadLetter:
     key = fields.get(b"k")
     return DeadLetter(
         id=text(entry_id),
@@ -52,7 +52,7 @@ def dead_letters(durable: Durable, count: int | None = None) -> list[DeadLetter]
     """The durable's dead letters, oldest first."""
     with server_errors(f"dead letters of {durable.name!r}"):
         entries = durable.client.redis.xrange(durable.channel.keys.dead(durable.name), count=count)
-    return [_dead_letter(entry_id, fields) for entry_id, fields in entries or []]
+    return [_dead_letter(entry_id, fields or {}) for entry_id, fields in entries or []]
 
 
 def replay(durable: Durable, count: int | None = None) -> int:

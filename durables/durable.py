@@ -16,7 +16,6 @@ from . import ids, names
 from .consumer import Consumer, Reader
 from .dead_letters import DeadLetter, dead_letters, replay
 from .errors import ConfigError, DurableExistsError, DurableNotFound, InvalidWindowError
-from .events import event_from_entry
 from .replies import raw, server_errors, text
 from .selector import Selector, compile_filter
 
@@ -178,22 +177,17 @@ class Durable:
         return 0
 
     def _count_after(self, position: str) -> int:
+        """Events after `position` that match the filter, counted by the server in slices."""
+        tree = json.dumps(self.selector.to_json() if self.selector else ["lit", True])
         count = 0
-        stream = self.channel.keys.stream
-        cursor = f"({position}"
-        while True:
+        while position:
             with server_errors(f"durable {self.name!r}"):
-                chunk = raw(self.client.redis, "XRANGE", stream, cursor, "+", "COUNT", SCAN_CHUNK)
-            count += sum(1 for entry in chunk if self._matches(entry))
-            if len(chunk) < SCAN_CHUNK:
-                return count
-            cursor = f"({chunk[-1][0].decode()}"
-
-    def _matches(self, entry: Sequence[Any]) -> bool:
-        if self.selector is None:
-            return True
-        event = event_from_entry(self.channel.name, entry)
-        return event is not None and self.selector.matches(event.key, event.properties)
+                found, last = self.client.scripts.count_matching(
+                    keys=[self.channel.keys.stream], args=[tree, position, SCAN_CHUNK, "count"]
+                )
+            count += int(found)
+            position = text(last)
+        return count
 
     def transaction_depth(self) -> int:
         """Events delivered to this durable's consumers and not yet acknowledged."""

@@ -36,6 +36,7 @@ NAMES = (
     "rollback_shared",
     "release_shared",
     "renew_member",
+    "count_matching",
 )
 
 
@@ -75,6 +76,7 @@ class Scripts:
     rollback_shared: Script
     release_shared: Script
     renew_member: Script
+    count_matching: Script
 
     def __init__(self, redis: Redis) -> None:
         for name in NAMES:

@@ -10,6 +10,7 @@ import sys
 import textwrap
 import threading
 import time
+from collections.abc import Callable
 
 import pytest
 
@@ -199,7 +200,7 @@ def test_serial_processing_order_equals_publish_order_with_three_consumers(
     lock = threading.Lock()
     rng = random.Random(7)
 
-    def worker(name: str) -> None:
+    def worker(name: str) -> Callable[[durables.Event], None]:
         def listener(event: durables.Event) -> None:
             with lock:
                 holding.add(name)
@@ -211,9 +212,9 @@ def test_serial_processing_order_equals_publish_order_with_three_consumers(
                 holding.discard(name)
             event.ack()
 
-        return listener  # type: ignore[return-value]
+        return listener
 
-    subs = [dur.subscribe(worker(n), window=1, name=n) for n in ("a", "b", "c")]  # type: ignore[func-returns-value]
+    subs = [dur.subscribe(worker(n), window=1, name=n) for n in ("a", "b", "c")]
     try:
         publish(channel, 60)
         deadline = time.monotonic() + 20
