@@ -142,7 +142,8 @@ class Client:
     def maybe_housekeep(self, channel: str) -> None:
         """Trim `channel` if this client has not done so for `housekeep_interval_s`."""
         now = time.monotonic()
-        if now < self._housekeep_due.get(channel, 0.0):
+        due = self._housekeep_due.setdefault(channel, now + self.settings.housekeep_interval_s)
+        if now < due:
             return
         self._housekeep_due[channel] = now + self.settings.housekeep_interval_s
         try:

@@ -48,7 +48,7 @@ def trim_channel(
         if not client.redis.exists(k.meta):
             raise ChannelNotFound(f"channel {channel!r} does not exist")
         durables = _durable_names(client, channel)
-        script_keys = [k.stream, k.meta]
+        script_keys = [k.stream, k.meta, k.durables]
         for name in durables:
             script_keys += [k.redeliveries(name), k.keep(name)]
         removed = client.scripts.trim(

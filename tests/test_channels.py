@@ -202,3 +202,20 @@ def test_busy_clients_trim_acknowledged_events_as_they_go(server_url: str, names
         with dur.consumer() as c:
             fetch_all(c, 10)
         assert ch.info().length == 0  # the ack at close trimmed them, no housekeep() call
+
+
+@pytest.mark.parametrize("kind", ["exclusive", "shared", "serial"])
+def test_events_a_filter_rejects_do_not_hold_back_retention_even_with_no_consumer(
+    client: durables.Client, channel: durables.Channel, kind: str
+) -> None:
+    picky = channel.durable("picky", kind=kind, filter="vip = TRUE")  # type: ignore[arg-type]
+    channel.publish_many(
+        [durables.Message(f"e{i}", properties={"vip": i in (4, 5)}) for i in range(1, 8)]
+    )
+    assert picky.depth() == 2
+    assert client.housekeep().removed == {"orders": 3}  # e1..e3: nobody will ever want them
+    assert channel.info().length == 4 and picky.depth() == 2
+    with picky.consumer() as c:
+        assert [e.text for e in fetch_all(c, 2)] == ["e4", "e5"]
+    client.housekeep()
+    assert channel.info().length == 0 and picky.depth() == 0

@@ -2,16 +2,21 @@
 -- acknowledged and those past the channel's lifespan (mode 'retain'), or every
 -- event up to an id (mode 'purge'). Durables are then moved past what was removed:
 -- pending entries below the cut are acknowledged, positions advanced.
+-- With 'retain', a filtered durable with no consumer reading first moves past the
+-- non-matching events at its head, so they do not hold back retention.
 -- KEYS[1]  the channel's stream
 -- KEYS[2]  the channel's meta hash
--- KEYS[3..] per durable named in ARGV[4..]: its redelivery counts, then its keep set
+-- KEYS[3]  the channel's durables hash (name -> spec JSON with 'ast')
+-- KEYS[4..] per durable named in ARGV[4..]: its redelivery counts, then its keep set
 -- ARGV[1]  now in milliseconds (server clocks are not used: scripts must be deterministic)
 -- ARGV[2]  'retain' or 'purge'
 -- ARGV[3]  with 'purge': the last id to remove, or '+' for everything; else ''
 -- ARGV[4..] durable names matching KEYS[3..]
 -- Returns  how many events were removed.
 --@include ids
+--@include selector
 local stream = KEYS[1]
+local SKIP_SCAN = 1000
 if redis.call('EXISTS', stream) == 0 then
   return 0
 end
@@ -23,6 +28,32 @@ for _, g in ipairs(redis.call('XINFO', 'GROUPS', stream)) do
     info[g[i]] = g[i + 1]
   end
   groups[#groups + 1] = info
+end
+
+-- Move a filtered durable past the events at its head that its filter rejects.
+local function skip_rejected(g)
+  local raw = redis.call('HGET', KEYS[3], g['name'])
+  local tree = raw and cjson.decode(raw)['ast']
+  if not tree or tree == cjson.null then
+    return
+  end
+  local entries = redis.call('XRANGE', stream, '(' .. g['last-delivered-id'], '+', 'COUNT', SKIP_SCAN)
+  local last, skipped = nil, 0
+  for _, entry in ipairs(entries) do
+    if selector.matches(tree, selector.fields(entry[2])) then
+      break
+    end
+    last, skipped = entry[1], skipped + 1
+  end
+  if last == nil then
+    return
+  end
+  if g['entries-read'] then
+    redis.call('XGROUP', 'SETID', stream, g['name'], last, 'ENTRIESREAD', g['entries-read'] + skipped)
+  else
+    redis.call('XGROUP', 'SETID', stream, g['name'], last)
+  end
+  g['last-delivered-id'] = last
 end
 
 -- cut: every entry with an id below it goes.
@@ -39,6 +70,7 @@ if ARGV[2] == 'purge' then
   cut = id_after(last)
 else
   for _, g in ipairs(groups) do
+    skip_rejected(g)
     local low
     if g['pending'] > 0 then
       low = redis.call('XPENDING', stream, g['name'])[2]
@@ -67,7 +99,7 @@ local removed = length - redis.call('XLEN', stream)
 
 local own = {}
 for i = 4, #ARGV do
-  own[ARGV[i]] = {KEYS[3 + (i - 4) * 2], KEYS[4 + (i - 4) * 2]}
+  own[ARGV[i]] = {KEYS[4 + (i - 4) * 2], KEYS[5 + (i - 4) * 2]}
 end
 local stream_info = nil
 for _, g in ipairs(groups) do
