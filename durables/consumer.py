@@ -25,6 +25,8 @@ class Reader(Protocol):
     stops_on_error: bool
     """An asynchronous listener's failure ends the subscription (exclusive: nothing past a
     rolled-back event may be acknowledged before a re-subscription)."""
+    notices: list[str]
+    """Asynchronous notices from the durable, such as another consumer's filter taking over."""
 
     def attach(self) -> None: ...
 
@@ -57,6 +59,11 @@ class Consumer:
     @property
     def closed(self) -> bool:
         return self._closed
+
+    @property
+    def notices(self) -> list[str]:
+        """What the durable told this consumer while attached (seed 004's filter change)."""
+        return self.reader.notices
 
     def fetch(self, timeout: float = 1.0) -> list[Event]:
         """The next events (waiting up to `timeout` seconds); [] if none came.

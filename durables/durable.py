@@ -236,15 +236,33 @@ class Durable:
         return bool(done)
 
     def consumer(
-        self, name: str | None = None, *, prefetch: int | None = None, auto_ack: bool | None = None
+        self,
+        name: str | None = None,
+        *,
+        prefetch: int | None = None,
+        auto_ack: bool | None = None,
+        filter: str | None = None,
+        on_notice: Callable[[str], object] | None = None,
     ) -> Consumer:
-        """A synchronous consumer, attached until closed (use it as a context manager)."""
+        """A synchronous consumer, attached until closed (use it as a context manager).
+
+        `filter` is the consumer's own selector; on a shared or serial durable the latest
+        consumer's filter also decides what the durable keeps (seed 004), and consumers
+        attached earlier get a notice (`on_notice`, `Consumer.notices`).
+        """
         self._check_window(prefetch)
         if prefetch is not None and (_not_int(prefetch) or prefetch <= 0):
             raise InvalidWindowError(f"prefetch must be a positive int, got {prefetch!r}")
-        return self._attach(name, prefetch, auto_ack)
+        return self._attach(name, prefetch, auto_ack, filter, on_notice)
 
-    def _attach(self, name: str | None, window: int | None, auto_ack: bool | None) -> Consumer:
+    def _attach(
+        self,
+        name: str | None,
+        window: int | None,
+        auto_ack: bool | None,
+        filter: str | None = None,
+        on_notice: Callable[[str], object] | None = None,
+    ) -> Consumer:
         self._check_window(window)
         consumer_name = names.consumer_name(name) if name is not None else "consumer"
         if auto_ack is None:
@@ -253,12 +271,12 @@ class Durable:
         if self.kind == "exclusive":
             from .exclusive import ExclusiveReader
 
-            reader = ExclusiveReader(self, consumer_name)
+            reader = ExclusiveReader(self, consumer_name, compile_filter(filter))
         else:
             from .shared import SharedReader
 
             size = window or self.client.settings.client_queue_window
-            reader = SharedReader(self, consumer_name, size)
+            reader = SharedReader(self, consumer_name, size, compile_filter(filter), on_notice)
         return Consumer(self, reader, auto_ack=auto_ack)
 
     def subscribe(
@@ -268,6 +286,8 @@ class Durable:
         window: int | None = None,
         auto_ack: bool | None = None,
         name: str | None = None,
+        filter: str | None = None,
+        on_notice: Callable[[str], object] | None = None,
     ) -> Subscription:
         """Deliver events to `listener(event)` on a background thread until `close()`."""
         from .subscription import Subscription
@@ -277,7 +297,7 @@ class Durable:
             raise InvalidWindowError(f"window must be a positive int, got {window!r}")
         if window is not None and window < 0 and self.kind != "exclusive":
             window = self.client.settings.client_queue_window  # seed 004: negative = default
-        return Subscription(self._attach(name, window, auto_ack), listener)
+        return Subscription(self._attach(name, window, auto_ack, filter, on_notice), listener)
 
     def _check_window(self, size: int | None) -> None:
         if size is not None and self.kind == "exclusive":

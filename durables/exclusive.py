@@ -27,6 +27,7 @@ from .replies import raw, server_errors
 
 if TYPE_CHECKING:
     from .durable import Durable
+    from .selector import Selector
 
 
 class ExclusiveReader:
@@ -34,8 +35,10 @@ class ExclusiveReader:
 
     stops_on_error = True
 
-    def __init__(self, durable: Durable, name: str) -> None:
+    def __init__(self, durable: Durable, name: str, selector: Selector | None = None) -> None:
         self.durable = durable
+        self.selector = selector
+        self.notices: list[str] = []
         self.client = durable.client
         self.token = f"{name}@{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
         keys = durable.channel.keys
@@ -122,13 +125,12 @@ class ExclusiveReader:
             )
 
     def _events(self, entries: Sequence[Any]) -> list[Event]:
-        channel, selector = self.durable.channel.name, self.durable.selector
+        channel = self.durable.channel.name
+        selectors = [s for s in (self.durable.selector, self.selector) if s is not None]
         events = []
         for entry in entries:
             event = event_from_entry(channel, entry, self._counts)
-            if event is None or (
-                selector is not None and not selector.matches(event.key, event.properties)
-            ):
+            if event is None or not all(s.matches(event.key, event.properties) for s in selectors):
                 self._skipped = entry[0].decode()
                 continue
             events.append(event)

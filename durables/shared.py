@@ -9,10 +9,12 @@ pending list hands each event out once.
 
 from __future__ import annotations
 
+import json
+import logging
 import secrets
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from redis.exceptions import NoScriptError, ResponseError
@@ -26,6 +28,9 @@ if TYPE_CHECKING:
     from redis.commands.core import Script
 
     from .durable import Durable
+    from .selector import Selector
+
+log = logging.getLogger(__name__)
 
 
 class SharedReader:
@@ -33,10 +38,22 @@ class SharedReader:
 
     stops_on_error = False
 
-    def __init__(self, durable: Durable, name: str, window: int) -> None:
+    def __init__(
+        self,
+        durable: Durable,
+        name: str,
+        window: int,
+        selector: Selector | None = None,
+        on_notice: Callable[[str], object] | None = None,
+    ) -> None:
         self.durable = durable
         self.client = durable.client
         self.window = window
+        self.selector = selector
+        self.notices: list[str] = []
+        """Asynchronous notices from the durable (seed 004: another consumer's filter took over)."""
+        self._on_notice = on_notice
+        self._store_version = 0
         self.id = f"{name}#{secrets.token_hex(4)}"
         k, d = durable.channel.keys, durable.name
         self._stream = k.stream
@@ -55,9 +72,10 @@ class SharedReader:
 
     def attach(self) -> None:
         with server_errors(self._context):
-            self.client.scripts.attach_shared(
+            tree = json.dumps(self.selector.to_json()) if self.selector else ""
+            self._store_version = self.client.scripts.attach_shared(
                 keys=[self.durable.channel.keys.durables, self._members, self._alive, self._ring],
-                args=[self.durable.name, self.id, self.window, self.client.lease_ms],
+                args=[self.durable.name, self.id, self.window, self.client.lease_ms, tree],
             )
         self.client.heartbeat.add(Lease(self.id, self._renew, self._on_lost))
 
@@ -94,9 +112,22 @@ class SharedReader:
             with self._lock:
                 self._to_ack[:0] = acks  # not sent: keep them for the next try
             raise
-        newest, rung, flat, _buried = reply
+        newest, rung, flat, _buried, version, by = reply
+        if self.selector is not None and version > self._store_version and by.decode() != self.id:
+            self._store_version = version
+            self._notice(
+                f"consumer {by.decode()} attached with a filter of its own: from now on the "
+                f"durable keeps only events that filter matches; this consumer still takes "
+                f"events by its own filter ({self.selector.expression})"
+            )
         counts = {flat[i].decode(): int(flat[i + 1]) for i in range(0, len(flat), 2)}
         return newest.decode(), rung.decode(), entries, counts
+
+    def _notice(self, text: str) -> None:
+        log.warning("%s: %s", self._context, text)
+        self.notices.append(text)
+        if self._on_notice is not None:
+            self._on_notice(text)
 
     def _pipeline(self, script: Script, args: list[Any]) -> tuple[Any, list[Any]]:
         """EVALSHA + XREADGROUP in one round trip (a plain evalsha: redis-py's Script in a

@@ -291,3 +291,60 @@ def test_durable_filter_on_shared_keeps_non_matching_events_away(
         assert c.fetch(timeout=0.2) == []
     client.housekeep()
     assert channel.info().length == 0  # non-matching events did not hold back retention
+
+
+def props_msgs(*regions: str) -> list[durables.Message]:
+    return [durables.Message(f"e{i}", properties={"region": r}) for i, r in enumerate(regions, 1)]
+
+
+def test_a_consumer_takes_only_events_its_own_filter_matches(channel: durables.Channel) -> None:
+    dur = channel.durable("work", kind="shared")
+    with dur.consumer("eu", prefetch=10, filter="region = 'eu'") as eu:
+        channel.publish_many(props_msgs("eu", "us", "eu"))
+        assert texts(eu.fetch(timeout=1)) == ["e1", "e3"]
+    # the first consumer's filter decided what the durable kept: e2 was dropped
+    assert dur.depth() == 2 and dur.transaction_depth() == 0
+
+
+def test_the_latest_consumer_filter_governs_the_store_and_earlier_ones_are_notified(
+    channel: durables.Channel,
+) -> None:
+    dur = channel.durable("work", kind="shared")
+    heard: list[str] = []
+    first = dur.consumer(
+        "first", prefetch=10, filter="region IN ('eu', 'us')", on_notice=heard.append
+    )
+    with first:
+        with dur.consumer("second", prefetch=10, filter="region = 'us'") as second:
+            channel.publish_many(props_msgs("eu", "us", "asia", "us"))
+            got_first, got_second = first.fetch(timeout=1), second.fetch(timeout=1)
+            # the store keeps only 'us' events now; each consumer still uses its own filter
+            assert texts(got_first) + texts(got_second) == ["e2", "e4"]
+            assert len(heard) == 1 and "second" in heard[0] and first.notices == heard
+            assert second.notices == []
+            first.commit()
+            second.commit()
+        # a third consumer without a filter leaves the second's filter in effect
+        with dur.consumer("third", prefetch=10) as third:
+            channel.publish_many(props_msgs("eu", "us"))
+            got = first.fetch(timeout=1) + third.fetch(timeout=1)
+            assert [e.properties["region"] for e in got] == ["us"]
+
+
+def test_the_store_filter_resets_when_the_last_consumer_leaves(channel: durables.Channel) -> None:
+    dur = channel.durable("work", kind="shared")
+    with dur.consumer("picky", filter="region = 'eu'"):
+        pass
+    with dur.consumer("anyone", prefetch=10) as c:
+        channel.publish_many(props_msgs("eu", "us"))
+        assert texts(c.fetch(timeout=1)) == ["e1", "e2"]
+
+
+def test_an_exclusive_consumer_filter_skips_what_it_does_not_match(
+    channel: durables.Channel,
+) -> None:
+    dur = channel.durable("audit")
+    channel.publish_many(props_msgs("eu", "us", "eu"))
+    with dur.consumer(filter="region = 'eu'") as c:
+        assert texts(fetch_all(c, 2)) == ["e1", "e3"]
+    assert dur.depth() == 0 and dur.transaction_depth() == 0

@@ -6,7 +6,8 @@
 -- pipeline (XREADGROUP ... 0), so payloads never pass through Lua.
 -- KEYS[1]  the channel's stream
 -- KEYS[2]  the channel's durables hash (name -> spec JSON with 'ast', 'max_deliveries')
--- KEYS[3]  the durable's members hash (consumer id -> window)
+-- KEYS[3]  the durable's members hash (consumer id -> {"w": window, "ast": own filter};
+--          '_store' -> {"ast": store filter, "by": consumer id, "version": n}, seed 004)
 -- KEYS[4]  the durable's alive zset
 -- KEYS[5]  the durable's ring list
 -- KEYS[6]  the durable's redo list
@@ -19,7 +20,7 @@
 -- ARGV[3]  lease length in milliseconds
 -- ARGV[4..] ids the caller acknowledges
 -- Returns  {newest stream id, newest bell id, {id, count, ...} of the caller's redelivered
---          pending events, dead-lettered now}.
+--          pending events, dead-lettered now, store filter version, consumer that set it}.
 -- Errors   DETACHED (the caller's lease lapsed and it was reaped), NODURABLE.
 --@include ids
 --@include pool
@@ -50,6 +51,22 @@ local function remove_member(consumer)
   redis.call('ZREM', alive, consumer)
   redis.call('LREM', ring, 0, consumer)
   redis.call('XGROUP', 'DELCONSUMER', stream, group, consumer)
+  if redis.call('HLEN', members) == 1 then
+    redis.call('HDEL', members, '_store')  -- the last consumer left: the next first one decides
+  end
+end
+
+local function tree_or_nil(tree)
+  if tree == nil or tree == cjson.null then
+    return nil
+  end
+  return tree
+end
+
+local store = {version = 0, by = ''}
+local raw_store = redis.call('HGET', members, '_store')
+if raw_store then
+  store = cjson.decode(raw_store)
 end
 
 -- Consumers whose lease lapsed: their events go back first in line, one delivery more.
@@ -72,10 +89,14 @@ end
 -- Room left in each member's window, in ring order.
 local function rooms()
   local order = redis.call('LRANGE', ring, 0, -1)
-  local windows = {}
+  local windows, filters = {}, {}
   local flat = redis.call('HGETALL', members)
   for i = 1, #flat, 2 do
-    windows[flat[i]] = tonumber(flat[i + 1])
+    if flat[i] ~= '_store' then
+      local member = cjson.decode(flat[i + 1])
+      windows[flat[i]] = member['w']
+      filters[flat[i]] = tree_or_nil(member['ast'])
+    end
   end
   local held, busy = {}, false
   for _, pair in ipairs(redis.call('XPENDING', stream, group)[4] or {}) do
@@ -89,7 +110,7 @@ local function rooms()
     room[consumer] = math.max(0, (windows[consumer] or 0) - (held[consumer] or 0))
     total = total + room[consumer]
   end
-  return order, room, total, busy
+  return order, room, total, busy, filters
 end
 
 -- A redo event past max_deliveries goes to the dead letters instead; true if it went.
@@ -115,7 +136,22 @@ local function bury(id)
   return true
 end
 
--- Up to `want` events to deal: handed-back ones first, then new ones the filter accepts.
+-- The fields of an event (only needed when consumers have filters of their own).
+local fields_of = {}
+local function fields(id)
+  if fields_of[id] == nil then
+    local entry = redis.call('XRANGE', stream, id, id)
+    fields_of[id] = entry[1] and entry[1][2] or {}
+  end
+  return fields_of[id]
+end
+
+local function wanted(tree, id)
+  return tree == nil or selector.matches(tree, selector.fields(fields(id)))
+end
+
+-- Up to `want` events to deal: handed-back ones first, then new ones that the durable's
+-- filter and the store filter (seed 004) accept; the rest are acknowledged and dropped.
 local function pick(want)
   local picks, buried = {}, 0
   while #picks < want do
@@ -129,7 +165,7 @@ local function pick(want)
       picks[#picks + 1] = id
     end
   end
-  local tree = spec['ast']
+  local durable_tree, store_tree = tree_or_nil(spec['ast']), tree_or_nil(store['ast'])
   local scanned = 0
   while #picks < want and scanned < SCAN_LIMIT do
     local got = redis.call('XREADGROUP', 'GROUP', group, POOL, 'COUNT', want - #picks,
@@ -140,7 +176,8 @@ local function pick(want)
     local skipped = {}
     for _, entry in ipairs(got[1][2]) do
       scanned = scanned + 1
-      if tree == nil or tree == cjson.null or selector.matches(tree, selector.fields(entry[2])) then
+      fields_of[entry[1]] = entry[2]
+      if wanted(durable_tree, entry[1]) and wanted(store_tree, entry[1]) then
         picks[#picks + 1] = entry[1]
       else
         skipped[#skipped + 1] = entry[1]
@@ -153,23 +190,45 @@ local function pick(want)
   return picks, buried
 end
 
--- Deal picks round robin from the head of the ring; the ring turns past the last served.
-local function deal(order, room, picks)
-  local dealt, n, at = {}, #order, 1
-  for _, id in ipairs(picks) do
-    local tries = 0
-    while room[order[at]] == 0 and tries < n do
-      at, tries = at % n + 1, tries + 1
+-- The next consumer from `at` in the ring with room whose own filter takes the event.
+local function taker(order, room, filters, at, id)
+  local n = #order
+  for tries = 0, n - 1 do
+    local i = (at - 1 + tries) % n + 1
+    local consumer = order[i]
+    if room[consumer] > 0 and wanted(filters[consumer], id) then
+      return i
     end
-    if tries == n then
-      break
-    end
-    local consumer = order[at]
-    dealt[consumer] = dealt[consumer] or {}
-    table.insert(dealt[consumer], id)
-    room[consumer] = room[consumer] - 1
-    at = at % n + 1
   end
+  return nil
+end
+
+-- Deal picks round robin from the head of the ring; the ring turns past the last served.
+-- Serial durables deal in order to one consumer and stop at the first event it cannot
+-- take. Events nobody can take now go back first in line.
+local function deal(order, room, filters, picks, serial)
+  local dealt, left, at, only = {}, {}, 1, nil
+  for _, id in ipairs(picks) do
+    local i = nil
+    if serial and only then
+      if room[order[only]] > 0 and #left == 0 and wanted(filters[order[only]], id) then
+        i = only
+      end
+    elseif #left == 0 or not serial then
+      i = taker(order, room, filters, at, id)
+      only = i
+    end
+    if i == nil then
+      left[#left + 1] = id
+    else
+      local consumer = order[i]
+      dealt[consumer] = dealt[consumer] or {}
+      table.insert(dealt[consumer], id)
+      room[consumer] = room[consumer] - 1
+      at = i % #order + 1
+    end
+  end
+  push_front(redo, left)
   local others = false
   for consumer, ids in pairs(dealt) do
     claim(stream, group, consumer, ids)
@@ -184,28 +243,22 @@ local function deal(order, room, picks)
 end
 
 reap()
-local order, room, total, busy = rooms()
+local order, room, total, busy, filters = rooms()
+local serial = spec['kind'] == 'serial'
 local buried = 0
-if spec['kind'] == 'serial' then
+if serial then
   -- Serial: nothing new while anything dealt is unacknowledged; then one consumer only.
-  if busy then
-    total = 0
-  else
-    local first = nil
-    for i, consumer in ipairs(order) do
-      if room[consumer] > 0 and first == nil then
-        first = i
-      else
-        room[consumer] = 0
-      end
+  total = 0
+  if not busy then
+    for _, consumer in ipairs(order) do
+      total = math.max(total, room[consumer])
     end
-    total = first and room[order[first]] or 0
   end
 end
 if total > 0 and #order > 0 then
   local picks
   picks, buried = pick(total)
-  if #picks > 0 and deal(order, room, picks) then
+  if #picks > 0 and deal(order, room, filters, picks, serial) then
     redis.call('XADD', bell, 'MAXLEN', 1, '*', 'r', 1)
   end
 end
@@ -228,4 +281,6 @@ return {
   rung[1] and rung[1][1] or '0-0',
   redelivered,
   buried,
+  store['version'],
+  store['by'],
 }

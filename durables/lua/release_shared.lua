@@ -29,6 +29,9 @@ redis.call('HDEL', KEYS[2], me)
 redis.call('ZREM', KEYS[3], me)
 redis.call('LREM', KEYS[4], 0, me)
 redis.call('XGROUP', 'DELCONSUMER', stream, group, me)
+if redis.call('HLEN', KEYS[2]) == 1 then
+  redis.call('HDEL', KEYS[2], '_store')  -- the last consumer left: the next first one decides
+end
 if #back > 0 then
   redis.call('XADD', KEYS[7], 'MAXLEN', 1, '*', 'r', 1)
 end
