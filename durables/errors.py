@@ -65,7 +65,8 @@ class SelectorError(DurablesError, ValueError):
     def __init__(self, message: str, position: int, expression: str = "") -> None:
         self.position = position
         self.expression = expression
-        super().__init__(f"{message} at position {position}")
+        where = f" of {expression!r}" if expression and len(expression) <= 200 else ""
+        super().__init__(f"{message} at position {position}{where}")
 
 
 class ChannelFullError(DurablesError):

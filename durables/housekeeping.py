@@ -7,6 +7,7 @@ Redis has no timers for us, so this runs when a client happens to be busy
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
@@ -57,11 +58,29 @@ def trim_channel(
     return int(removed)
 
 
+def reap_channel(client: Client, channel: str) -> None:
+    """Detach dead consumers of the channel's shared and serial durables (their events go
+    back to be dealt again), for durables no live consumer is fetching from."""
+    k = client.keys(channel)
+    with server_errors(f"reap {channel!r}"):
+        specs = client.redis.hgetall(k.durables)
+        for name, spec in specs.items():
+            if json.loads(spec).get("kind") == "exclusive":
+                continue
+            d = text(name)
+            client.scripts.reap_shared(
+                keys=[k.stream, k.members(d), k.alive(d), k.ring(d), k.redo(d), k.delayed(d),
+                      k.redeliveries(d)],
+                args=[d],
+            )  # fmt: skip
+
+
 def housekeep(client: Client) -> HousekeepReport:
     """One round over every channel of the client's namespace."""
     report = HousekeepReport()
     for channel in client.channel_names():
         try:
+            reap_channel(client, channel)
             removed = trim_channel(client, channel)
         except ChannelNotFound:
             continue  # deleted since it was listed

@@ -37,6 +37,7 @@ NAMES = (
     "release_shared",
     "renew_member",
     "count_matching",
+    "reap_shared",
 )
 
 
@@ -77,6 +78,7 @@ class Scripts:
     release_shared: Script
     renew_member: Script
     count_matching: Script
+    reap_shared: Script
 
     def __init__(self, redis: Redis) -> None:
         for name in NAMES:

@@ -348,3 +348,31 @@ def test_an_exclusive_consumer_filter_skips_what_it_does_not_match(
     with dur.consumer(filter="region = 'eu'") as c:
         assert texts(fetch_all(c, 2)) == ["e1", "e3"]
     assert dur.depth() == 0 and dur.transaction_depth() == 0
+
+
+def test_housekeeping_hands_back_the_events_of_a_dead_consumer_nobody_else_fetches(
+    server: RedisProcess, namespace: str, client: durables.Client, channel: durables.Channel
+) -> None:
+    dur = channel.durable("work", kind="shared")
+    proc = subprocess.Popen(
+        [sys.executable, "-c", CRASHER, server.url, namespace],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        publish(channel, 5)
+        assert len(proc.stdout.readline().split()) == 5
+        os.kill(proc.pid, signal.SIGKILL)
+    finally:
+        proc.kill()
+        proc.wait()
+        for stream in (proc.stdin, proc.stdout):
+            if stream is not None:
+                stream.close()
+    assert dur.transaction_depth() == 5
+    time.sleep(1.2)  # the dead consumer's lease lapses
+    client.housekeep()
+    assert dur.transaction_depth() == 0 and dur.depth() == 5
+    assert dur.info().consumers == ()

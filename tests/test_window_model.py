@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 from hypothesis import settings
 from hypothesis import strategies as st
@@ -34,106 +35,110 @@ class Model:
     held: dict[str, dict[str, durables.Event]] = field(default_factory=dict)  # consumer -> events
 
 
+class DurableMachine(RuleBasedStateMachine):
+    url: ClassVar[str]
+    namespace: ClassVar[str]
+    kind: ClassVar[str]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.client = durables.connect(self.url, namespace=self.namespace, block_s=0.05)
+        self.channel = self.client.channel(f"m{next(RUNS)}")
+        self.durable = self.channel.durable("d", kind=self.kind)  # type: ignore[arg-type]
+        self.consumers: dict[str, durables.Consumer] = {}
+        self.windows: dict[str, int] = {}
+        self.model = Model()
+        self.names = itertools.count()
+
+    @rule(n=st.integers(1, 5))
+    def publish(self, n: int) -> None:
+        ids = self.channel.publish_many(durables.Message(b"x") for _ in range(n))
+        self.model.published += ids
+
+    @precondition(lambda self: len(self.consumers) < 4)
+    @rule(window=st.integers(1, 4))
+    def attach(self, window: int) -> None:
+        name = f"c{next(self.names)}"
+        self.consumers[name] = self.durable.consumer(name, prefetch=window)
+        self.windows[name] = window
+        self.model.held[name] = {}
+
+    @precondition(lambda self: self.consumers)
+    @rule(data=st.data())
+    def detach(self, data: st.DataObject) -> None:
+        name = data.draw(st.sampled_from(sorted(self.consumers)))
+        self.consumers.pop(name).close()
+        for event_id in self.model.held.pop(name):
+            self.model.counts[event_id] = self.model.counts.get(event_id, 0) + 1
+
+    @precondition(lambda self: self.consumers)
+    @rule(data=st.data())
+    def fetch(self, data: st.DataObject) -> None:
+        name = data.draw(st.sampled_from(sorted(self.consumers)))
+        for event in self.consumers[name].fetch(timeout=0):
+            assert event.id not in self.model.acked, "an acknowledged event came back"
+            for other, held in self.model.held.items():
+                assert event.id not in held, f"{event.id} handed to {name} while {other} holds it"
+            assert event.redelivery_count == self.model.counts.get(event.id, 0)
+            self.model.held[name][event.id] = event
+        assert len(self.model.held[name]) <= self.windows[name]
+
+    def _pick(self, data: st.DataObject) -> tuple[str, durables.Event]:
+        name = data.draw(st.sampled_from(sorted(n for n, h in self.model.held.items() if h)))
+        held = self.model.held[name]
+        return name, held.pop(data.draw(st.sampled_from(sorted(held))))
+
+    @precondition(lambda self: any(self.model.held.values()))
+    @rule(data=st.data())
+    def ack(self, data: st.DataObject) -> None:
+        _, event = self._pick(data)
+        event.ack()
+        self.model.acked.add(event.id)
+
+    @precondition(lambda self: any(self.model.held.values()))
+    @rule(data=st.data())
+    def rollback(self, data: st.DataObject) -> None:
+        _, event = self._pick(data)
+        event.rollback()
+        self.model.counts[event.id] = self.model.counts.get(event.id, 0) + 1
+
+    @invariant()
+    def depths_are_exact(self) -> None:
+        outstanding = len(self.model.published) - len(self.model.acked)
+        depth, transaction_depth = self.durable.depth(), self.durable.transaction_depth()
+        assert depth + transaction_depth == outstanding
+        assert transaction_depth >= sum(len(h) for h in self.model.held.values())
+
+    @invariant()
+    def no_consumer_holds_more_than_its_window_on_the_server(self) -> None:
+        summary = raw(self.client.redis, "XPENDING", self.channel.keys.stream, "d")
+        for entry in summary.get("consumers") or ():
+            name = text(entry["name"]).partition("#")[0]
+            if name in self.windows:
+                assert int(entry["pending"]) <= self.windows[name]
+
+    @invariant()
+    def serial_never_lets_two_consumers_hold_events(self) -> None:
+        if self.kind == "serial":
+            assert sum(1 for held in self.model.held.values() if held) <= 1
+
+    def teardown(self) -> None:
+        try:
+            for consumer in self.consumers.values():
+                consumer.close()
+            with self.durable.consumer("drain", prefetch=1000) as drain:
+                rest = drain.fetch(timeout=0.5)
+                expected = set(self.model.published) - self.model.acked
+                assert {e.id for e in rest} == expected, "an unacknowledged event was lost"
+                drain.commit()
+            self.channel.delete()
+        finally:
+            self.client.close()
+
+
 def machine(url: str, namespace: str, kind: str) -> type[RuleBasedStateMachine]:
-    class DurableMachine(RuleBasedStateMachine):
-        def __init__(self) -> None:
-            super().__init__()
-            self.client = durables.connect(url, namespace=namespace, block_s=0.05)
-            self.channel = self.client.channel(f"m{next(RUNS)}")
-            self.durable = self.channel.durable("d", kind=kind)  # type: ignore[arg-type]
-            self.consumers: dict[str, durables.Consumer] = {}
-            self.windows: dict[str, int] = {}
-            self.model = Model()
-            self.names = itertools.count()
-
-        @rule(n=st.integers(1, 5))
-        def publish(self, n: int) -> None:
-            ids = self.channel.publish_many(durables.Message(b"x") for _ in range(n))
-            self.model.published += ids
-
-        @precondition(lambda self: len(self.consumers) < 4)
-        @rule(window=st.integers(1, 4))
-        def attach(self, window: int) -> None:
-            name = f"c{next(self.names)}"
-            self.consumers[name] = self.durable.consumer(name, prefetch=window)
-            self.windows[name] = window
-            self.model.held[name] = {}
-
-        @precondition(lambda self: self.consumers)
-        @rule(data=st.data())
-        def detach(self, data: st.DataObject) -> None:
-            name = data.draw(st.sampled_from(sorted(self.consumers)))
-            self.consumers.pop(name).close()
-            for event_id in self.model.held.pop(name):
-                self.model.counts[event_id] = self.model.counts.get(event_id, 0) + 1
-
-        @precondition(lambda self: self.consumers)
-        @rule(data=st.data())
-        def fetch(self, data: st.DataObject) -> None:
-            name = data.draw(st.sampled_from(sorted(self.consumers)))
-            for event in self.consumers[name].fetch(timeout=0):
-                assert event.id not in self.model.acked, "an acknowledged event came back"
-                for other, held in self.model.held.items():
-                    assert event.id not in held, (
-                        f"{event.id} handed to {name} while {other} holds it"
-                    )
-                assert event.redelivery_count == self.model.counts.get(event.id, 0)
-                self.model.held[name][event.id] = event
-            assert len(self.model.held[name]) <= self.windows[name]
-
-        def _pick(self, data: st.DataObject) -> tuple[str, durables.Event]:
-            name = data.draw(st.sampled_from(sorted(n for n, h in self.model.held.items() if h)))
-            held = self.model.held[name]
-            return name, held.pop(data.draw(st.sampled_from(sorted(held))))
-
-        @precondition(lambda self: any(self.model.held.values()))
-        @rule(data=st.data())
-        def ack(self, data: st.DataObject) -> None:
-            _, event = self._pick(data)
-            event.ack()
-            self.model.acked.add(event.id)
-
-        @precondition(lambda self: any(self.model.held.values()))
-        @rule(data=st.data())
-        def rollback(self, data: st.DataObject) -> None:
-            _, event = self._pick(data)
-            event.rollback()
-            self.model.counts[event.id] = self.model.counts.get(event.id, 0) + 1
-
-        @invariant()
-        def depths_are_exact(self) -> None:
-            outstanding = len(self.model.published) - len(self.model.acked)
-            depth, transaction_depth = self.durable.depth(), self.durable.transaction_depth()
-            assert depth + transaction_depth == outstanding
-            assert transaction_depth >= sum(len(h) for h in self.model.held.values())
-
-        @invariant()
-        def no_consumer_holds_more_than_its_window_on_the_server(self) -> None:
-            summary = raw(self.client.redis, "XPENDING", self.channel.keys.stream, "d")
-            for entry in summary.get("consumers") or ():
-                name = text(entry["name"]).partition("#")[0]
-                if name in self.windows:
-                    assert int(entry["pending"]) <= self.windows[name]
-
-        @invariant()
-        def serial_never_lets_two_consumers_hold_events(self) -> None:
-            if kind == "serial":
-                assert sum(1 for held in self.model.held.values() if held) <= 1
-
-        def teardown(self) -> None:
-            try:
-                for consumer in self.consumers.values():
-                    consumer.close()
-                with self.durable.consumer("drain", prefetch=1000) as drain:
-                    rest = drain.fetch(timeout=0.5)
-                    expected = set(self.model.published) - self.model.acked
-                    assert {e.id for e in rest} == expected, "an unacknowledged event was lost"
-                    drain.commit()
-                self.channel.delete()
-            finally:
-                self.client.close()
-
-    return DurableMachine
+    attrs = {"url": url, "namespace": namespace, "kind": kind}
+    return type(f"{kind.title()}Machine", (DurableMachine,), attrs)
 
 
 SETTINGS = settings(max_examples=40, stateful_step_count=50, deadline=None)

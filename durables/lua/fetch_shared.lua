@@ -25,6 +25,7 @@
 --@include ids
 --@include pool
 --@include selector
+--@include reap
 local stream, durables, members, alive, ring, redo, delayed, counts, bell, dead =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10]
 local group, me = ARGV[1], ARGV[2]
@@ -46,16 +47,6 @@ if not raw_spec then
 end
 local spec = cjson.decode(raw_spec)
 
-local function remove_member(consumer)
-  redis.call('HDEL', members, consumer)
-  redis.call('ZREM', alive, consumer)
-  redis.call('LREM', ring, 0, consumer)
-  redis.call('XGROUP', 'DELCONSUMER', stream, group, consumer)
-  if redis.call('HLEN', members) == 1 then
-    redis.call('HDEL', members, '_store')  -- the last consumer left: the next first one decides
-  end
-end
-
 local function tree_or_nil(tree)
   if tree == nil or tree == cjson.null then
     return nil
@@ -67,23 +58,6 @@ local store = {version = 0, by = ''}
 local raw_store = redis.call('HGET', members, '_store')
 if raw_store then
   store = cjson.decode(raw_store)
-end
-
--- Consumers whose lease lapsed: their events go back first in line, one delivery more.
-local function reap()
-  for _, consumer in ipairs(redis.call('ZRANGEBYSCORE', alive, '-inf', now)) do
-    local back = sort_ids(claim(stream, group, POOL, pending_of(stream, group, consumer)))
-    for _, id in ipairs(back) do
-      redis.call('HINCRBY', counts, id, 1)
-    end
-    push_front(redo, back)
-    remove_member(consumer)
-  end
-  local due = redis.call('ZRANGEBYSCORE', delayed, '-inf', now, 'LIMIT', 0, 1000)
-  if #due > 0 then
-    redis.call('ZREM', delayed, unpack(due))
-    push_front(redo, sort_ids(due))
-  end
 end
 
 -- Room left in each member's window, in ring order.
@@ -242,7 +216,7 @@ local function deal(order, room, filters, picks, serial)
   return others
 end
 
-reap()
+reap(stream, group, members, alive, ring, redo, delayed, counts, now)
 local order, room, total, busy, filters = rooms()
 local serial = spec['kind'] == 'serial'
 local buried = 0

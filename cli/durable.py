@@ -1,0 +1,186 @@
+"""Durable commands: list, inspect, create, and tail one as a consumer."""
+
+from __future__ import annotations
+
+from typing import cast
+
+import click
+
+import durables
+
+from . import output
+from .context import State, json_option, pass_state
+
+TAIL_CONSUMER = "cli-tail"
+
+
+@click.command("durables")
+@click.argument("channel_name", metavar="CHANNEL")
+@json_option
+@pass_state
+def list_durables(state: State, channel_name: str, as_json: bool) -> None:
+    """List the durables of a channel."""
+    infos = state.client().get_channel(channel_name).durables()
+    if as_json:
+        output.print_json(infos)
+        return
+    if not infos:
+        output.say(f"no durables on channel {channel_name!r}")
+        return
+    columns = ("durable", "kind", "filter", "depth", "transaction depth", "consumers")
+    rows = [(i.name, i.kind, i.filter, i.depth, i.transaction_depth, i.consumers) for i in infos]
+    output.show(output.table(f"durables of {channel_name}", columns, rows))
+
+
+@click.command("inspect")
+@click.argument("channel_name", metavar="CHANNEL")
+@click.argument("durable_name", metavar="DURABLE")
+@json_option
+@pass_state
+def inspect(state: State, channel_name: str, durable_name: str, as_json: bool) -> None:
+    """Show everything about one durable."""
+    info = state.client().get_channel(channel_name).get_durable(durable_name).info()
+    if as_json:
+        output.print_json(info)
+        return
+    output.show(output.fields_table(f"durable {durable_name} on {channel_name}", info))
+
+
+@click.command("create")
+@click.argument("channel_name", metavar="CHANNEL")
+@click.argument("durable_name", metavar="DURABLE")
+@click.option(
+    "--kind",
+    type=click.Choice(["exclusive", "shared", "serial"]),
+    default="exclusive",
+    show_default=True,
+    help="One consumer in order; many round robin; many in strict order.",
+)
+@click.option("--filter", "selector", metavar="F", help="e.g. \"region = 'eu' AND qty > 5\".")
+@click.option(
+    "--start",
+    default="earliest",
+    show_default=True,
+    metavar="S",
+    help="earliest, latest, or the id of the first event to deliver.",
+)
+@json_option
+@pass_state
+def create(
+    state: State,
+    channel_name: str,
+    durable_name: str,
+    kind: str,
+    selector: str | None,
+    start: str,
+    as_json: bool,
+) -> None:
+    """Create a durable.
+
+    Creates CHANNEL too if needed. A durable of that name with the same kind and
+    filter is kept as it is; one with another kind or filter is a conflict.
+    """
+    durable = (
+        state.client()
+        .channel(channel_name)
+        .durable(durable_name, kind=cast(durables.Kind, kind), start=start, filter=selector)
+    )
+    info = durable.info()
+    if as_json:
+        output.print_json(info)
+        return
+    where = f" where {info.filter}" if info.filter else ""
+    output.say(
+        f"durable {info.name!r} on channel {info.channel!r}: {info.kind}{where}, "
+        f"starting at {info.start}, depth {info.depth}"
+    )
+
+
+@click.command("tail")
+@click.argument("channel_name", metavar="CHANNEL")
+@click.argument("durable_name", metavar="DURABLE")
+@click.option("-n", "--count", type=click.IntRange(min=1), metavar="N", help="Stop after N events.")
+@click.option(
+    "--no-ack", is_flag=True, help="Leave events unacknowledged: they are delivered again."
+)
+@click.option("--name", default=TAIL_CONSUMER, show_default=True, help="Consumer name.")
+@json_option
+@pass_state
+def tail(
+    state: State,
+    channel_name: str,
+    durable_name: str,
+    count: int | None,
+    no_ack: bool,
+    name: str,
+    as_json: bool,
+) -> None:
+    """Print a durable's events as they come.
+
+    Attaches to DURABLE as a consumer and acknowledges what it printed (unless
+    --no-ack). Ctrl-C detaches cleanly.
+    """
+    durable = state.client().get_channel(channel_name).get_durable(durable_name)
+    with durable.consumer(name, auto_ack=False) as consumer:
+        tailing = _Tail(consumer, ack=not no_ack, as_json=as_json)
+        try:
+            tailing.run(count)
+        except KeyboardInterrupt:
+            pass  # Ctrl-C is how a tail ends: acknowledge what was printed, then detach
+        finally:
+            tailing.finish()
+
+
+class _Tail:
+    """Prints what a consumer fetches; acknowledges exactly what was printed."""
+
+    def __init__(self, consumer: durables.Consumer, *, ack: bool, as_json: bool) -> None:
+        self.consumer = consumer
+        self.ack = ack
+        self.as_json = as_json
+        self.printed: list[durables.Event] = []
+        """Printed and not yet acknowledged."""
+        self.unprinted: list[durables.Event] = []
+        """Fetched but never printed (past --count, or cut short by Ctrl-C)."""
+
+    def run(self, count: int | None) -> None:
+        timeout = self.consumer.durable.client.settings.block_s
+        while count is None or count > 0:
+            self.unprinted = self.consumer.fetch(timeout=timeout)
+            while self.unprinted and (count is None or count > 0):
+                # Ctrl-C while an event is being printed leaves it in neither list: it is
+                # neither acknowledged nor handed back as unseen, so it comes again flagged
+                # as redelivered (it may have been seen).
+                event = self.unprinted.pop(0)
+                _show(event, self.as_json)
+                self.printed.append(event)
+                count = None if count is None else count - 1
+            self.settle()
+
+    def settle(self) -> None:
+        """Acknowledge what was printed: all fetched at once, or one by one if some were not."""
+        if not self.ack:
+            self.printed.clear()  # --no-ack: they stay pending on the server, not here
+            return
+        if not self.printed:
+            return
+        if self.unprinted:
+            for event in self.printed:
+                event.ack()
+        else:
+            self.consumer.commit()
+        self.printed.clear()
+
+    def finish(self) -> None:
+        """Settle, then detach; unprinted events go back as never handed out."""
+        try:
+            self.settle()
+        finally:
+            self.consumer.close(unhanded=self.unprinted)
+
+
+def _show(event: durables.Event, as_json: bool) -> None:
+    if as_json:
+        output.print_json(output.event_record(event), lines=True)
+    else:
+        click.echo(output.event_line(event))

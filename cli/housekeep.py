@@ -1,0 +1,57 @@
+"""`durables housekeep`: trimming for deployments where no client runs to do it."""
+
+from __future__ import annotations
+
+import time
+from datetime import datetime
+
+import click
+
+import durables
+
+from . import output
+from .context import State, json_option, pass_state
+
+
+@click.command("housekeep")
+@click.option(
+    "--every",
+    type=click.FloatRange(min=0, min_open=True),
+    metavar="S",
+    help="Repeat every S seconds until Ctrl-C.",
+)
+@json_option
+@pass_state
+def housekeep(state: State, every: float | None, as_json: bool) -> None:
+    """Trim acknowledged and expired events.
+
+    One round over every channel of the namespace (or one every S seconds until
+    Ctrl-C), for deployments where no client runs to do it; prints what went.
+    """
+    client = state.client()
+    if every is None:
+        _report(client.housekeep(), as_json, lines=False)
+        return
+    try:
+        while True:
+            _report(client.housekeep(), as_json, lines=True)
+            time.sleep(every)
+    except KeyboardInterrupt:
+        pass
+
+
+def _report(report: durables.HousekeepReport, as_json: bool, *, lines: bool) -> None:
+    """A table per round; with --json an object (a line per round when repeating)."""
+    if as_json:
+        record = {
+            "channels": report.channels,
+            "removed": report.removed,
+            "total_removed": report.total_removed,
+        }
+        output.print_json(record, lines=lines)
+        return
+    stamp = datetime.now().strftime("%H:%M:%S")
+    output.say(f"{stamp} removed {report.total_removed} events from {report.channels} channels")
+    rows = [(name, removed) for name, removed in sorted(report.removed.items()) if removed]
+    if rows:
+        output.show(output.table(None, ("channel", "removed"), rows))
