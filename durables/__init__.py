@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from .cache import LocalCache
 from .channel import Channel, ChannelInfo
 from .client import Client, connect
 from .consumer import Consumer
@@ -24,10 +25,12 @@ from .errors import (
     ServerError,
     ServerVersionError,
     SessionExpiredError,
+    SessionInUseError,
     UnconnectedError,
 )
 from .events import Event, Message
 from .housekeeping import HousekeepReport
+from .session import ALL_KEYS, Session
 from .settings import Settings
 from .subscription import Subscription
 
@@ -50,6 +53,10 @@ __all__ = [
     "DurableInfo",
     "Kind",
     "Subscription",
+    # durable client sessions
+    "ALL_KEYS",
+    "LocalCache",
+    "Session",
     # errors
     "ChannelFullError",
     "ChannelNotFound",
@@ -68,5 +75,6 @@ __all__ = [
     "ServerError",
     "ServerVersionError",
     "SessionExpiredError",
+    "SessionInUseError",
     "UnconnectedError",
 ]

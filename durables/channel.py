@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from . import names
 from .durable import Durable, DurableInfo, Kind, create_durable, durable_infos
 from .errors import ChannelFullError, ChannelNotFound, PayloadError
-from .events import Message, Properties, encode_message
+from .events import Encoded, Message, Properties, check_key, encode_message, tombstone
 from .housekeeping import trim_channel
 from .ids import normal
 from .replies import server_errors, text
@@ -69,11 +69,26 @@ class Channel:
         self.client.maybe_housekeep(self.name)
         return ids
 
-    def _publish_batch(self, encoded: Sequence[tuple[bytes, bytes, bytes]]) -> list[str]:
+    def remove_key(self, key: str) -> str:
+        """Publish a tombstone for `key`: a keyed channel forgets its last value, and session
+        caches drop the entry. Returns the tombstone's event id."""
+        return self._publish_batch([tombstone(check_key(key))])[0]
+
+    def last_values(self) -> dict[str, tuple[str, bytes]]:
+        """A keyed channel's last value of every key: key -> (event id, data)."""
+        k = self.keys
+        pipe = self.client.redis.pipeline(transaction=False)
+        pipe.hgetall(k.last_values)
+        pipe.hgetall(k.last_ids)
+        with server_errors(f"channel {self.name!r}"):
+            values, ids = pipe.execute()
+        return {text(key): (text(ids.get(key, b"")), value) for key, value in values.items()}
+
+    def _publish_batch(self, encoded: Sequence[Encoded]) -> list[str]:
         args: list[bytes | int] = [len(encoded)]
         for parts in encoded:
             args.extend(parts)
-        keys = [self.keys.stream, self.keys.meta]
+        keys = [self.keys.stream, self.keys.meta, self.keys.last_values, self.keys.last_ids]
         try:
             with server_errors(f"publish to {self.name!r}"):
                 ids = self.client.scripts.publish(keys=keys, args=args)

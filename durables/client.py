@@ -21,6 +21,9 @@ from .settings import Settings, load_settings
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
+    from .session import Session
+    from .session_store import SessionRecord
+
 MIN_REDIS = (7, 0, 0)
 MIN_VALKEY = (7, 2, 0)
 
@@ -134,6 +137,23 @@ class Client:
     def channels(self) -> list[ChannelInfo]:
         """Every channel in the namespace, with its length, first and last ids and durables."""
         return channel_infos(self, self.channel_names())
+
+    def session(self, session_id: str, timeout: float = 60.0) -> Session:
+        """Create or resume the durable client session `session_id` (see `durables.session`).
+
+        `timeout` (seconds): how long the session's queue and durable interests outlive a
+        disconnect. `SessionInUseError` if the session is live in another client.
+        """
+        from .session import Session
+
+        return Session(self, session_id, timeout)
+
+    def sessions(self) -> list[SessionRecord]:
+        """Every session's record (id, timeout, last seen, interests)."""
+        from . import session_store
+
+        found = (session_store.load(self, i) for i in session_store.session_ids(self))
+        return [record for record in found if record is not None]
 
     def housekeep(self) -> HousekeepReport:
         """One round of housekeeping on every channel now: trims acknowledged and expired events."""

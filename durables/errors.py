@@ -77,6 +77,10 @@ class UnconnectedError(DurablesError):
     """An update was attempted while the session is disconnected."""
 
 
+class SessionInUseError(DurablesError):
+    """A session of this id is live in another client; the first one keeps it."""
+
+
 class SessionExpiredError(DurablesError):
     """The session's timeout passed; its queue and interests are gone."""
 

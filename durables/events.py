@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
 from .errors import ConfigError, PayloadError
-from .keys import F_DATA, F_KEY, F_PROPS
+from .keys import F_DATA, F_KEY, F_OP, F_PROPS, OP_DESTROY
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -50,6 +50,8 @@ class Event:
     redelivery_count: int = 0
     replayed: bool = False
     owner: _Owner | None = field(default=None, repr=False)
+    destroyed: bool = False
+    """A tombstone: on a keyed channel, the key's value was destroyed."""
     _properties: dict[str, PropertyValue] | None = field(default=None, repr=False)
 
     @property
@@ -131,8 +133,17 @@ def encode_properties(properties: Properties | None) -> bytes:
     return json.dumps(dict(properties), separators=(",", ":")).encode("utf-8")
 
 
-def encode_message(message: Message, max_bytes: int) -> tuple[bytes, bytes, bytes]:
-    """The three ARGV values `publish.lua` takes per event: data, key, properties."""
+Encoded = tuple[bytes, bytes, bytes, bytes]
+"""The four ARGV values `publish.lua` takes per event: data, key, properties, op."""
+
+
+def tombstone(key: str) -> Encoded:
+    """A keyed channel's event that says the key's value is gone."""
+    return b"", key.encode("utf-8"), b"", OP_DESTROY
+
+
+def encode_message(message: Message, max_bytes: int) -> Encoded:
+    """The ARGV values `publish.lua` takes for one ordinary event."""
     data = encode_data(message.data)
     props = encode_properties(message.properties)
     if len(data) + len(props) > max_bytes:
@@ -142,10 +153,16 @@ def encode_message(message: Message, max_bytes: int) -> tuple[bytes, bytes, byte
         )
     key = message.key
     if key is None:
-        return data, b"", props
+        return data, b"", props, b""
+    check_key(key)
+    return data, key.encode("utf-8"), props, b""
+
+
+def check_key(key: object) -> str:
+    """An event key must be a non-empty str."""
     if not isinstance(key, str) or not key:
         raise PayloadError(f"key must be a non-empty str or None, got {key!r}")
-    return data, key.encode("utf-8"), props
+    return key
 
 
 def event_from_entry(
@@ -164,6 +181,7 @@ def event_from_entry(
         fields = [part for item in fields.items() for part in item]
     data = b""
     key = props = None
+    destroyed = False
     for i in range(0, len(fields), 2):
         name = fields[i]
         if name == F_DATA:
@@ -172,4 +190,8 @@ def event_from_entry(
             key = fields[i + 1].decode()
         elif name == F_PROPS:
             props = fields[i + 1]
-    return Event(event_id, channel, data, key, props, counts.get(event_id, 0))
+        elif name == F_OP:
+            destroyed = fields[i + 1] == OP_DESTROY
+    event = Event(event_id, channel, data, key, props, counts.get(event_id, 0))
+    event.destroyed = destroyed
+    return event

@@ -28,6 +28,7 @@ class HousekeepReport:
 
     channels: int = 0
     removed: dict[str, int] = field(default_factory=dict)
+    expired_sessions: list[str] = field(default_factory=list)
 
     @property
     def total_removed(self) -> int:
@@ -77,7 +78,9 @@ def reap_channel(client: Client, channel: str) -> None:
 
 def housekeep(client: Client) -> HousekeepReport:
     """One round over every channel of the client's namespace."""
-    report = HousekeepReport()
+    from .session_store import reap_expired
+
+    report = HousekeepReport(expired_sessions=reap_expired(client))
     for channel in client.channel_names():
         try:
             reap_channel(client, channel)
@@ -95,7 +98,7 @@ def delete_channel(client: Client, channel: str) -> bool:
     for _ in range(DELETE_TRIES):
         with server_errors(f"delete {channel!r}"):
             durables = _durable_names(client, channel)
-            script_keys = [k.stream, k.meta, k.durables]
+            script_keys = [k.stream, k.meta, k.durables, k.last_values, k.last_ids]
             for name in durables:
                 script_keys += k.per_durable(name)
             done = int(client.scripts.delete_channel(keys=script_keys, args=durables))

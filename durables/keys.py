@@ -4,9 +4,15 @@ Every key of a channel carries the hash tag `{<channel>}`, so all of them live
 in one slot and every Lua script runs unchanged on Redis Cluster:
 
     <ns>:channels                     set of channel names (the registry; plain commands only)
+    <ns>:sessions                     set of durable client session ids
+    <ns>:session:<id>                 hash: a session's record (timeout, last seen, interests)
+    <ns>:session:<id>:live            string: token of the live client of the session, PX lease
+    <ns>:alerts                       list: recent alerts for the admin (newest first, capped)
     <ns>:{<ch>}:s                     the stream: one entry per event
     <ns>:{<ch>}:meta                  hash: created_ms, ttl_ms, capacity, full, keyed
     <ns>:{<ch>}:durables              hash: durable name -> JSON spec (kind, filter, start)
+    <ns>:{<ch>}:last                  hash: key -> last value (keyed channels)
+    <ns>:{<ch>}:lastid                hash: key -> id of the event that set the last value
     <ns>:{<ch>}:lease:<durable>       string: token of the exclusive holder, with a PX lease
     <ns>:{<ch>}:rc:<durable>          hash: pending event id -> redelivery count (only if > 0)
     <ns>:{<ch>}:keep:<durable>        set: pending ids whose count must not rise at the next attach
@@ -17,6 +23,9 @@ in one slot and every Lua script runs unchanged on Redis Cluster:
     <ns>:{<ch>}:delayed:<durable>     zset: ids rolled back with a delay -> when they are due
     <ns>:{<ch>}:bell:<durable>        stream (MAXLEN 1): rung when events are dealt to others
     <ns>:{<ch>}:dead:<durable>        stream: dead letters (events past max_deliveries)
+
+A session with an interest in a channel reads it through the consumer group
+`~session:<id>` on the channel's stream ('~' cannot start a durable's name).
 
 Names are validated (`durables.names`) before they get here.
 """
@@ -29,11 +38,38 @@ from dataclasses import dataclass
 F_DATA = b"d"
 F_KEY = b"k"
 F_PROPS = b"p"
+F_OP = b"o"
+OP_DESTROY = b"destroy"
 
 
 def registry(ns: str) -> str:
     """The set of channel names in namespace `ns`."""
     return f"{ns}:channels"
+
+
+def sessions(ns: str) -> str:
+    """The set of session ids in namespace `ns`."""
+    return f"{ns}:sessions"
+
+
+def session(ns: str, session_id: str) -> str:
+    """A session's record."""
+    return f"{ns}:session:{session_id}"
+
+
+def session_live(ns: str, session_id: str) -> str:
+    """The lease of the client a session is live in."""
+    return f"{ns}:session:{session_id}:live"
+
+
+def alerts(ns: str) -> str:
+    """Recent alerts (expired sessions, ...), newest first."""
+    return f"{ns}:alerts"
+
+
+def session_group(session_id: str) -> str:
+    """The consumer group through which a session reads a channel it is interested in."""
+    return f"~session:{session_id}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +94,14 @@ class ChannelKeys:
     @property
     def durables(self) -> str:
         return f"{self.prefix}:durables"
+
+    @property
+    def last_values(self) -> str:
+        return f"{self.prefix}:last"
+
+    @property
+    def last_ids(self) -> str:
+        return f"{self.prefix}:lastid"
 
     def lease(self, durable: str) -> str:
         return f"{self.prefix}:lease:{durable}"

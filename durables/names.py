@@ -39,6 +39,11 @@ def durable_name(name: object) -> str:
     return _check("durable", name, MAX_DURABLE_NAME)
 
 
+def session_id(name: object) -> str:
+    """Return `name` if it is a valid session (client) id, else raise `InvalidNameError`."""
+    return _check("session", name, MAX_DURABLE_NAME)
+
+
 def consumer_name(name: object) -> str:
     """Return `name` if it is a valid consumer name, else raise `InvalidNameError`."""
     return _check("consumer", name, MAX_DURABLE_NAME)

@@ -38,6 +38,8 @@ NAMES = (
     "renew_member",
     "count_matching",
     "reap_shared",
+    "place_marker",
+    "release_lease",
 )
 
 
@@ -79,6 +81,8 @@ class Scripts:
     renew_member: Script
     count_matching: Script
     reap_shared: Script
+    place_marker: Script
+    release_lease: Script
 
     def __init__(self, redis: Redis) -> None:
         for name in NAMES:

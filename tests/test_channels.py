@@ -219,3 +219,23 @@ def test_events_a_filter_rejects_do_not_hold_back_retention_even_with_no_consume
         assert [e.text for e in fetch_all(c, 2)] == ["e4", "e5"]
     client.housekeep()
     assert channel.info().length == 0 and picky.depth() == 0
+
+
+def test_a_keyed_channel_keeps_the_last_value_of_every_key(client: durables.Client) -> None:
+    ch = client.channel("prices", keyed=True)
+    ch.publish(b"100", key="AAPL")
+    last = ch.publish(b"101", key="AAPL")
+    ch.publish(b"50", key="MSFT")
+    ch.publish(b"no key")
+    assert ch.last_values() == {
+        "AAPL": (last, b"101"),
+        "MSFT": (ch.last_values()["MSFT"][0], b"50"),
+    }
+    ch.remove_key("MSFT")
+    assert set(ch.last_values()) == {"AAPL"}
+    assert (
+        client.channel("plain").publish(b"1", key="k")
+        and client.channel("plain").last_values() == {}
+    )
+    ch.delete()
+    assert client.redis.keys(f"{client.namespace}:{{prices}}:*") == []

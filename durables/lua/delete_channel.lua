@@ -2,7 +2,7 @@
 -- KEYS[1]  the channel's stream
 -- KEYS[2]  the channel's meta hash
 -- KEYS[3]  the channel's durables hash
--- KEYS[4..] the own keys of every durable named in ARGV
+-- KEYS[4..] the channel's other keys, and the own keys of every durable named in ARGV
 -- ARGV     the channel's durable names, as the caller listed them
 -- Returns  1 deleted, 0 no such channel, -1 the durables changed meanwhile (list again and retry).
 if redis.call('EXISTS', KEYS[2]) == 0 then

@@ -1,11 +1,15 @@
--- Append events to a channel's stream, honouring the channel's capacity rule.
+-- Append events to a channel's stream, honouring the channel's capacity rule; a keyed
+-- channel also keeps the last value (and its event id) of every key.
 -- KEYS[1]  the channel's stream
 -- KEYS[2]  the channel's meta hash
--- ARGV[1]  number of events n; then 3 values per event:
---          data, key ('' = none), properties as JSON ('' = none)
+-- KEYS[3]  the channel's last-value hash (key -> data), used when the channel is keyed
+-- KEYS[4]  the channel's last-id hash (key -> event id), used when the channel is keyed
+-- ARGV[1]  number of events n; then 4 values per event:
+--          data, key ('' = none), properties as JSON ('' = none),
+--          op ('' = an ordinary event, 'destroy' = a tombstone: the key's value is gone)
 -- Returns  the new event ids, in order.
 -- Errors   NOCHANNEL (no meta: the channel was deleted), FULL <capacity> (rule 'reject').
-local meta = redis.call('HMGET', KEYS[2], 'created_ms', 'capacity', 'full')
+local meta = redis.call('HMGET', KEYS[2], 'created_ms', 'capacity', 'full', 'keyed')
 if not meta[1] then
   return redis.error_reply('NOCHANNEL the channel does not exist')
 end
@@ -14,12 +18,14 @@ local capacity = tonumber(meta[2])
 if capacity and meta[3] ~= 'drop_oldest' and redis.call('XLEN', KEYS[1]) + n > capacity then
   return redis.error_reply('FULL ' .. capacity)
 end
-local stream = KEYS[1]
+local stream, keyed = KEYS[1], meta[4] == '1'
 local ids = {}
 for i = 0, n - 1 do
-  local data, key, props = ARGV[2 + i * 3], ARGV[3 + i * 3], ARGV[4 + i * 3]
+  local data, key, props, op = ARGV[2 + i * 4], ARGV[3 + i * 4], ARGV[4 + i * 4], ARGV[5 + i * 4]
   local id
-  if key == '' and props == '' then
+  if op ~= '' then
+    id = redis.call('XADD', stream, '*', 'd', data, 'k', key, 'o', op)
+  elseif key == '' and props == '' then
     id = redis.call('XADD', stream, '*', 'd', data)
   elseif props == '' then
     id = redis.call('XADD', stream, '*', 'd', data, 'k', key)
@@ -27,6 +33,15 @@ for i = 0, n - 1 do
     id = redis.call('XADD', stream, '*', 'd', data, 'p', props)
   else
     id = redis.call('XADD', stream, '*', 'd', data, 'k', key, 'p', props)
+  end
+  if keyed and key ~= '' then
+    if op == 'destroy' then
+      redis.call('HDEL', KEYS[3], key)
+      redis.call('HDEL', KEYS[4], key)
+    else
+      redis.call('HSET', KEYS[3], key, data)
+      redis.call('HSET', KEYS[4], key, id)
+    end
   end
   ids[i + 1] = id
 end
