@@ -15,6 +15,7 @@ from .demo import demo
 from .durable import create, inspect, list_durables, tail
 from .housekeep import housekeep
 from .server import server
+from .sessions import sessions
 from .watch import watch
 
 
@@ -63,6 +64,7 @@ for command in (
     delete,
     publish,
     tail,
+    sessions,
     watch,
     housekeep,
     server,

@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import IO, Any
@@ -550,7 +551,12 @@ def test_housekeep_trims_acknowledged_events_and_reports_per_channel(
     with durable.consumer() as consumer:
         fetch_all(consumer, 2)
     report = cli.json("housekeep")
-    assert report == {"channels": 1, "removed": {"orders": 2}, "total_removed": 2}
+    assert report == {
+        "channels": 1,
+        "removed": {"orders": 2},
+        "total_removed": 2,
+        "expired_sessions": [],
+    }
     assert channel.info().length == 0
     assert "removed 0 events from 1 channels" in cli.ok("housekeep")
 
@@ -642,3 +648,24 @@ def test_the_console_script_runs_outside_this_process() -> None:
         timeout=60,
     )
     assert version.stdout.strip() == f"durables, version {durables.__version__}"
+
+
+def test_sessions_lists_live_and_away_sessions_and_expiry_alerts(
+    cli: Cli, client: durables.Client
+) -> None:
+    client.channel("prices", keyed=True)
+    with client.session("gone", timeout=0.1) as s:
+        s.register_interest("prices")
+    time.sleep(0.3)
+    client.housekeep()
+    with client.session("away", timeout=30) as s:
+        s.register_interest("prices")
+    live = client.session("here", timeout=30)
+    try:
+        shown = cli.json("sessions")
+        assert {s["id"]: s["state"] for s in shown["sessions"]} == {"away": "away", "here": "live"}
+        assert "'gone' expired" in shown["alerts"][0]["message"]
+        table = cli.ok("sessions")
+        assert "away" in table and "expired" in table
+    finally:
+        live.close(keepalive=False)

@@ -1,0 +1,40 @@
+"""`durables sessions`: durable client sessions and the alerts about them."""
+
+from __future__ import annotations
+
+import click
+
+from durables import session_store
+
+from . import output
+from .context import State, json_option, pass_state
+
+
+@click.command("sessions")
+@click.option("--alerts", "alert_count", type=click.IntRange(min=0), default=10, metavar="N",
+              show_default=True, help="Also show the N newest alerts.")  # fmt: skip
+@json_option
+@pass_state
+def sessions(state: State, alert_count: int, as_json: bool) -> None:
+    """Durable client sessions: live or away, timeout, interests; and recent alerts
+    (such as sessions that expired)."""
+    client = state.client()
+    now = session_store.server_ms(client)
+    rows: list[dict[str, object]] = []
+    table_rows: list[tuple[object, ...]] = []
+    for record in client.sessions():
+        live = session_store.is_live(client, record.id)
+        away = None if live else round((now - record.away_since()) / 1000, 1)
+        state_name, timeout_s = ("live" if live else "away"), record.timeout_ms / 1000
+        interests = {c: i.to_dict() for c, i in record.interests.items()}
+        rows.append({"id": record.id, "state": state_name, "away_s": away,
+                     "timeout_s": timeout_s, "interests": interests})  # fmt: skip
+        table_rows.append((record.id, state_name, away, timeout_s, ", ".join(interests)))
+    alerts = session_store.alerts(client, alert_count) if alert_count else []
+    if as_json:
+        output.print_json({"sessions": rows, "alerts": alerts})
+        return
+    columns = ("session", "state", "away s", "timeout s", "interests")
+    output.show(output.table("sessions", columns, table_rows))
+    if alerts:
+        output.show(output.table("alerts", ("message",), [(a["message"],) for a in alerts]))
