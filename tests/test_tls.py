@@ -4,8 +4,8 @@ the embedded valkey is built without TLS)."""
 from __future__ import annotations
 
 import shutil
-from collections.abc import Iterator
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -16,20 +16,22 @@ from durables import ConnectionLostError
 from .servers import RedisProcess, free_port, server_binary
 
 
+def openssl(*args: str | Path) -> None:
+    subprocess.run(["openssl", *map(str, args)], check=True, capture_output=True)
+
+
 def make_certificates(directory: Path) -> dict[str, Path]:
     """A throwaway CA and a server certificate for 127.0.0.1."""
-    files = {name: directory / name for name in ("ca.crt", "ca.key", "server.crt", "server.key")}
-    run = lambda *args: subprocess.run(["openssl", *args], check=True, capture_output=True)  # noqa: E731
-    run("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=durables-test-ca",
-        "-keyout", str(files["ca.key"]), "-out", str(files["ca.crt"]))  # fmt: skip
-    csr = directory / "server.csr"
-    run("req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=127.0.0.1",
-        "-keyout", str(files["server.key"]), "-out", str(csr))  # fmt: skip
-    ext = directory / "san.ext"
+    ca, ca_key = directory / "ca.crt", directory / "ca.key"
+    crt, key, csr, ext = (directory / n for n in ("server.crt", "server.key", "s.csr", "san.ext"))
     ext.write_text("subjectAltName=IP:127.0.0.1\n")
-    run("x509", "-req", "-in", str(csr), "-CA", str(files["ca.crt"]), "-CAkey", str(files["ca.key"]),
-        "-CAcreateserial", "-days", "1", "-extfile", str(ext), "-out", str(files["server.crt"]))  # fmt: skip
-    return files
+    openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+            "-subj", "/CN=durables-test-ca", "-keyout", ca_key, "-out", ca)  # fmt: skip
+    openssl("req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=127.0.0.1",
+            "-keyout", key, "-out", csr)  # fmt: skip
+    openssl("x509", "-req", "-in", csr, "-CA", ca, "-CAkey", ca_key, "-CAcreateserial",
+            "-days", "1", "-extfile", ext, "-out", crt)  # fmt: skip
+    return {"ca.crt": ca, "server.crt": crt, "server.key": key}
 
 
 @pytest.fixture
