@@ -214,3 +214,29 @@ def test_every_error_is_a_durables_error() -> None:
         obj = getattr(durables, name)
         if isinstance(obj, type) and issubclass(obj, Exception):
             assert issubclass(obj, DurablesError), name
+
+
+@pytest.mark.parametrize(
+    ("info", "accepted"),
+    [
+        ({"redis_version": "6.2.14"}, False),
+        ({"redis_version": "7.0.0"}, True),
+        ({"redis_version": "7.2.4", "valkey_version": "7.0.1"}, False),
+        ({"redis_version": "7.2.4", "valkey_version": "7.2.5"}, True),
+        ({"redis_version": "7.2.4", "valkey_version": "9.1.2"}, True),
+    ],
+)
+def test_servers_older_than_redis_7_or_valkey_7_2_are_refused(
+    info: dict[str, object], accepted: bool
+) -> None:
+    from durables.client import check_server_version
+
+    if accepted:
+        assert check_server_version(info).split()[0] in ("redis", "valkey")
+    else:
+        with pytest.raises(durables.ServerVersionError, match="too old"):
+            check_server_version(info)
+
+
+def test_the_real_server_version_is_accepted_and_reported(client: durables.Client) -> None:
+    assert client.server_version.split()[0] in ("redis", "valkey")
