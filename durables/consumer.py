@@ -7,6 +7,7 @@ keeps track of what it handed out.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterator, Sequence
 from types import TracebackType
@@ -50,6 +51,7 @@ class Consumer:
         self.auto_ack = auto_ack
         self.reader = reader
         self._outstanding: list[Event] = []
+        self._lock = threading.RLock()  # a listener may ack from another thread
         self._closed = False
         reader.attach()
 
@@ -72,15 +74,17 @@ class Consumer:
         """
         self._check_open()
         if self.auto_ack and self._outstanding:
-            self.reader.commit(self._outstanding, defer=True)
-            self._outstanding.clear()
+            with self._lock:
+                self.reader.commit(self._outstanding, defer=True)
+                self._outstanding.clear()
         deadline = time.monotonic() + max(0.0, timeout)
         while True:
             events = self.reader.read(max(0.0, deadline - time.monotonic()))
             if events:
                 for event in events:
                     event.owner = self
-                self._outstanding.extend(events)
+                with self._lock:
+                    self._outstanding.extend(events)
                 return events
             if not self._outstanding:
                 self.reader.commit(())  # lets go of events the filter skipped
@@ -95,24 +99,28 @@ class Consumer:
     def commit(self) -> None:
         """Acknowledge every fetched event not yet acknowledged or rolled back."""
         self._check_open()
-        self.reader.commit(self._outstanding)
-        self._outstanding.clear()
+        with self._lock:
+            self.reader.commit(self._outstanding)
+            self._outstanding.clear()
 
     def rollback(self) -> None:
         """Hand back every fetched event not yet acknowledged."""
         self._check_open()
-        self.reader.rollback(self._outstanding)
-        self._outstanding.clear()
+        with self._lock:
+            self.reader.rollback(self._outstanding)
+            self._outstanding.clear()
 
     def ack_event(self, event: Event) -> None:
         self._check_open()
-        self._outstanding = self.reader.ack(event, self._outstanding)
+        with self._lock:
+            self._outstanding = self.reader.ack(event, self._outstanding)
 
     def rollback_event(self, event: Event, delay_s: float = 0.0) -> None:
         self._check_open()
         self.reader.rollback([event], delay_s)
-        if event in self._outstanding:
-            self._outstanding.remove(event)
+        with self._lock:
+            if event in self._outstanding:
+                self._outstanding.remove(event)
 
     def close(self, *, clean: bool = True, unhanded: Sequence[Event] = ()) -> None:
         """Detach. A clean close with auto-ack acknowledges what was fetched; `unhanded`
