@@ -9,6 +9,7 @@ import click
 import durables
 
 from . import exits, output
+from .bench import bench
 from .channels import channel, channels, delete, publish, purge
 from .context import State
 from .demo import demo
@@ -69,6 +70,7 @@ for command in (
     housekeep,
     server,
     demo,
+    bench,
 ):
     cli.add_command(command)
 

@@ -669,3 +669,8 @@ def test_sessions_lists_live_and_away_sessions_and_expiry_alerts(
         assert "away" in table and "expired" in table
     finally:
         live.close(keepalive=False)
+
+
+def test_bench_passes_its_own_options_through(cli: Cli) -> None:
+    listed = cli.ok("bench", "--list")
+    assert "publish_single" in listed and "consume_shared" in listed

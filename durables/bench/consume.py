@@ -1,0 +1,170 @@
+"""Consume + ack scenarios, one per durable kind (issue #4, scenario 2).
+
+The channel is filled first (untimed); then the timed part drains it with N
+consumers, each in its own thread (asyncio tasks for the peer), reading
+`PREFETCH` events at a time and acknowledging them.
+
+- durables: `dur.consumer(name, prefetch=...)`, `fetch()` + `commit()`.
+- raw: per consumer, a pipeline of `XACK` (previous batch) + `XREADGROUP COUNT`.
+- peer: one JetStream durable pull consumer, N `fetch(PREFETCH)` loops, `ack()` each.
+  JetStream has no serial kind; its nearest is a cap on unacknowledged events
+  (`max_ack_pending=PREFETCH`), with each of the N fetchers asking for its share.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import redis
+
+import durables
+
+from .env import PREFETCH, RAW_FIELDS, RAW_GROUP, RAW_STREAM, Env, message
+from .peer import DURABLE, STREAM, add_durables, fetch_step, jetstream, prefill
+from .results import Rate, Row, Target, Unsupported, all_of, at_least
+from .scenario import Throughput
+from .workers import Step, batches, run_tasks, run_workers
+
+RAW_FLOOR = {"exclusive": 0.8, "shared": 0.7, "serial": 0.7}
+PEER_FLOOR = 2.0
+
+
+def fill_channel(channel: durables.Channel, count: int) -> None:
+    """Publish `count` events in batches of 1,000 (untimed set-up)."""
+    batch = [message() for _ in range(1000)]
+    for size in batches(count, 1000):
+        channel.publish_many(batch[:size])
+
+
+def fill_raw(r: redis.Redis, count: int) -> None:
+    """XADD `count` events in pipelines of 1,000 (untimed set-up)."""
+    for size in batches(count, 1000):
+        pipe = r.pipeline(transaction=False)
+        for _ in range(size):
+            pipe.xadd(RAW_STREAM, RAW_FIELDS)
+        pipe.execute()
+
+
+def durables_step(consumer: durables.Consumer) -> Step:
+    """What a user writes: fetch, handle, commit."""
+
+    def step() -> int:
+        events = consumer.fetch(timeout=0.2)
+        if events:
+            consumer.commit()
+        return len(events)
+
+    return step
+
+
+class RawConsumer:
+    """XREADGROUP COUNT + XACK of the previous batch, pipelined: one round trip per batch."""
+
+    def __init__(self, r: redis.Redis, name: str, block_ms: int | None = None) -> None:
+        self.r = r
+        self.name = name
+        self.block_ms = block_ms
+        self.unacked: list[bytes] = []
+
+    def create_group(self) -> None:
+        self.r.xgroup_create(RAW_STREAM, RAW_GROUP, "0", mkstream=True)
+
+    def read(self) -> list[tuple[bytes, dict[bytes, bytes]]]:
+        pipe = self.r.pipeline(transaction=False)
+        if self.unacked:
+            pipe.xack(RAW_STREAM, RAW_GROUP, *self.unacked)
+        pipe.xreadgroup(
+            RAW_GROUP, self.name, {RAW_STREAM: ">"}, count=PREFETCH, block=self.block_ms
+        )
+        got = pipe.execute()[-1]
+        entries: list[tuple[bytes, dict[bytes, bytes]]] = got[0][1] if got else []
+        self.unacked = [entry[0] for entry in entries]
+        return entries
+
+    def step(self) -> int:
+        return len(self.read())
+
+    def finish(self) -> None:
+        if self.unacked:
+            self.r.xack(RAW_STREAM, RAW_GROUP, *self.unacked)
+            self.unacked = []
+
+
+class Consume(Throughput):
+    """Consume + ack with `consumers` consumers on a durable of `kind`."""
+
+    def __init__(self, kind: durables.Kind, consumers: int) -> None:
+        self.kind: durables.Kind = kind
+        self.consumers = consumers
+        self.name = f"consume_{kind}"
+        plural = "s" if consumers > 1 else ""
+        self.title = f"consume + ack, {kind} ({consumers} consumer{plural})"
+
+    def count(self, env: Env) -> int:
+        return env.size(30_000, 1_000)
+
+    def durables(self, env: Env) -> Rate:
+        with env.durables() as client:
+            channel = client.channel("consume")
+            durable = channel.durable("work", kind=self.kind)
+            fill_channel(channel, self.count(env))
+            prefetch = None if self.kind == "exclusive" else PREFETCH
+            opened: list[durables.Consumer] = []
+            try:
+                for i in range(self.consumers):
+                    try:
+                        opened.append(durable.consumer(f"w{i}", prefetch=prefetch, auto_ack=False))
+                    except NotImplementedError as exc:
+                        raise Unsupported(str(exc)) from exc
+                meter = env.meter("durables")
+                rate = run_workers([durables_step(c) for c in opened], self.count(env))
+                return meter.rate(rate.events, rate.seconds)
+            finally:
+                for consumer in opened:
+                    consumer.close()
+
+    def raw(self, env: Env) -> Rate:
+        clients = [env.redis() for _ in range(self.consumers)]
+        try:
+            readers = [RawConsumer(r, f"w{i}") for i, r in enumerate(clients)]
+            readers[0].create_group()
+            fill_raw(clients[0], self.count(env))
+
+            def finish() -> None:
+                for reader in readers:
+                    reader.finish()
+
+            meter = env.meter("raw")
+            rate = run_workers([r.step for r in readers], self.count(env), finish)
+            return meter.rate(rate.events, rate.seconds)
+        finally:
+            for r in clients:
+                r.close()
+
+    async def peer(self, env: Env, url: str) -> Rate:
+        async with jetstream(url) as (nc, js):
+            await prefill(js, self.count(env))
+            # serial: at most PREFETCH unacknowledged in all, shared by the fetchers
+            serial = self.kind == "serial"
+            cap = PREFETCH if serial else 1000 * self.consumers
+            batch = PREFETCH // self.consumers if serial else PREFETCH
+            await add_durables(js, [DURABLE], max_ack_pending=cap)
+            subs = [
+                await js.pull_subscribe_bind(durable=DURABLE, stream=STREAM)
+                for _ in range(self.consumers)
+            ]
+            steps = [fetch_step(s, batch) for s in subs]
+            meter = env.meter("peer")
+            rate = await run_tasks(steps, self.count(env))
+            await nc.flush()  # the last acks are on the wire
+            return meter.rate(rate.events, rate.seconds)
+
+    def target(self, row: Row, rows: Mapping[str, Row]) -> Target | None:
+        floor = RAW_FLOOR[self.kind]
+        return all_of(
+            f"≥ {floor}x raw, ≥ {PEER_FLOOR:g}x nats",
+            [
+                at_least("raw", row.ratio("raw"), floor),
+                at_least("peer", row.ratio("peer"), PEER_FLOOR),
+            ],
+        )

@@ -1,0 +1,45 @@
+"""Every scenario of `durables bench`, in report order.
+
+To add one (session replay, reconnection, failover, Spark): write a `Throughput`
+subclass in a module of this package with its three variants (`durables`, `raw`,
+`peer`) and, if the issue sets a goal, a `target`; then append an instance here.
+A variant the library cannot run yet raises `Unsupported` and shows as n/a.
+"""
+
+from __future__ import annotations
+
+from fnmatch import fnmatchcase
+
+from .consume import Consume
+from .fanout import Fanout
+from .latency import Latency
+from .memory import Memory
+from .publish import PublishBatch, PublishSingle
+from .scenario import Scenario
+
+SCENARIOS: list[Scenario] = [
+    PublishSingle(),
+    PublishBatch(100),
+    PublishBatch(1000),
+    Consume("exclusive", consumers=1),
+    Consume("shared", consumers=4),
+    Consume("serial", consumers=2),
+    Fanout((1, 10, 100)),
+    Latency("exclusive", consumers=1),
+    Latency("shared", consumers=4),
+    Latency("serial", consumers=2),
+    Memory(),
+]
+
+
+def select(patterns: list[str] | None) -> list[Scenario]:
+    """The scenarios a pattern names: exactly, as a glob (`consume_*`), or as a family
+    (`consume` for every `consume_...`)."""
+    if not patterns:
+        return list(SCENARIOS)
+    return [s for s in SCENARIOS if any(_names(s, p) for p in patterns)]
+
+
+def _names(scenario: Scenario, pattern: str) -> bool:
+    names = [scenario.name, *scenario.row_names]
+    return any(fnmatchcase(n, pattern) or n.startswith(f"{pattern}_") for n in names)

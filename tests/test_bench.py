@@ -1,0 +1,195 @@
+"""`durables bench --quick --json`: the report is complete and sane (not fast: speed is the
+benchmark's business, not a test's)."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import math
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from rich.console import Console
+
+from durables.bench import main
+from durables.bench.cli import run
+from durables.bench.env import Env
+from durables.bench.registry import SCENARIOS, select
+from durables.bench.results import Rate, Unsupported
+from durables.bench.scenario import Throughput
+from durables.bench.servers import ValkeyServer, nats_binary
+
+pytestmark = pytest.mark.skipif(
+    os.environ.get("DURABLES_TEST_SERVER") == "redis",
+    reason="the benchmark starts its own valkey whatever the suite runs against: once is enough",
+)
+
+SCENARIO_NAMES = [
+    "publish_single",
+    "publish_batch_100",
+    "publish_batch_1000",
+    "consume_exclusive",
+    "consume_shared",
+    "consume_serial",
+    "fanout_1",
+    "fanout_10",
+    "fanout_100",
+    "latency_exclusive",
+    "latency_shared",
+    "latency_serial",
+    "memory_retained",
+    "memory_pending",
+]
+REQUIRED = [
+    "name",
+    "durables_per_s",
+    "raw_per_s",
+    "peer_per_s",
+    "ratio_raw",
+    "ratio_peer",
+    "p50_ms",
+    "p99_ms",
+]
+
+
+@pytest.fixture(scope="module")
+def report() -> dict[str, Any]:
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = main(["--quick", "--json"])
+    assert code == 0
+    doc: dict[str, Any] = json.loads(out.getvalue())  # nothing but JSON on stdout
+    return doc
+
+
+@pytest.fixture(scope="module")
+def rows(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {row["name"]: row for row in report["scenarios"]}
+
+
+def test_quick_report_lists_every_scenario_with_the_required_keys(
+    rows: dict[str, dict[str, Any]],
+) -> None:
+    assert list(rows) == SCENARIO_NAMES
+    for row in rows.values():
+        assert all(key in row for key in REQUIRED), row["name"]
+
+
+def test_header_names_servers_python_and_machine(report: dict[str, Any]) -> None:
+    machine = report["machine"]
+    assert machine["valkey"] and machine["python"] and machine["redis_py"]
+    assert isinstance(machine["hiredis"], bool)
+    assert machine["cpus"] >= 1 and machine["machine"]
+    assert report["quick"] is True
+
+
+def test_every_figure_present_is_positive(rows: dict[str, dict[str, Any]]) -> None:
+    for row in rows.values():
+        for key, value in row.items():
+            if isinstance(value, int | float) and not isinstance(value, bool):
+                assert value > 0 and math.isfinite(value), (row["name"], key, value)
+
+
+def test_ratios_agree_with_the_rates(rows: dict[str, dict[str, Any]]) -> None:
+    for row in rows.values():
+        for other in ("raw", "peer"):
+            ours, theirs = row["durables_per_s"], row[f"{other}_per_s"]
+            if ours is None or theirs is None:
+                assert row[f"ratio_{other}"] is None
+            else:
+                assert row[f"ratio_{other}"] == pytest.approx(ours / theirs, rel=1e-3)
+
+
+def test_throughput_rows_have_rates_and_no_failures(rows: dict[str, dict[str, Any]]) -> None:
+    for row in rows.values():
+        assert not any(note.startswith("failed") for note in row["notes"].values()), row
+        if row["table"] == "throughput":
+            assert row["raw_per_s"] is not None
+            assert row["durables_per_s"] is not None or row["notes"]["durables"].startswith(
+                "n/a (not supported yet"
+            )
+
+
+def test_latency_rows_have_ordered_percentiles(rows: dict[str, dict[str, Any]]) -> None:
+    for kind in ("exclusive", "shared", "serial"):
+        row = rows[f"latency_{kind}"]
+        for prefix in ("", "raw_"):
+            p50, p99, p999 = (row[f"{prefix}{p}_ms"] for p in ("p50", "p99", "p99_9"))
+            if prefix == "" and p50 is None:
+                assert row["notes"]["durables"].startswith("n/a (not supported yet")
+                continue
+            assert 0 < p50 <= p99 <= p999
+
+
+def test_memory_rows_count_bytes_per_event(rows: dict[str, dict[str, Any]]) -> None:
+    retained = rows["memory_retained"]
+    assert retained["durables_bytes"] > 200  # the payload alone is 200 bytes
+    assert retained["raw_bytes"] > 200
+    assert retained["ratio_bytes_raw"] == pytest.approx(
+        retained["durables_bytes"] / retained["raw_bytes"], rel=1e-3
+    )
+    assert rows["memory_pending"]["durables_bytes"] > 0
+    assert retained["target"]["met"] in (True, False)
+
+
+@pytest.mark.skipif(nats_binary() is None, reason="nats-server is not installed")
+def test_nats_peer_is_measured_when_nats_server_is_installed(
+    report: dict[str, Any], rows: dict[str, dict[str, Any]]
+) -> None:
+    assert report["machine"]["nats_server"]
+    for name in ("publish_single", "consume_exclusive", "fanout_100", "latency_exclusive"):
+        assert rows[name]["peer_per_s"] is not None, name
+    assert rows["memory_retained"]["peer_bytes"] is not None
+
+
+class _NotYet(Throughput):
+    """A scenario whose library side does not exist yet."""
+
+    name = "not_yet"
+    title = "a feature still being written"
+
+    def durables(self, env: Env) -> Rate:
+        raise Unsupported("replay is not written yet")
+
+    def raw(self, env: Env) -> Rate:
+        return Rate(10, 0.5)
+
+    async def peer(self, env: Env, url: str) -> Rate:
+        return Rate(10, 1.0)
+
+
+@pytest.fixture
+def bench_server(tmp_path: Path) -> Iterator[ValkeyServer]:
+    server = ValkeyServer(tmp_path / "valkey")
+    server.start()
+    yield server
+    server.stop()
+
+
+def test_a_variant_the_library_lacks_is_reported_as_not_supported(
+    bench_server: ValkeyServer,
+) -> None:
+    env = Env(bench_server.url, None, "no nats here", quick=True, rounds=2)
+    [row] = run(env, [_NotYet()], Console(file=io.StringIO()))
+    data = row.to_json()
+    assert data["durables_per_s"] is None and data["ratio_raw"] is None
+    assert data["raw_per_s"] == 20.0
+    assert data["notes"]["durables"] == "n/a (not supported yet: replay is not written yet)"
+    assert data["notes"]["peer"] == "no nats here" and data["peer_per_s"] is None
+
+
+def test_only_picks_scenarios_by_name_glob_or_family() -> None:
+    assert [s.name for s in select(["publish_batch_100"])] == ["publish_batch_100"]
+    assert [s.name for s in select(["consume"])] == [
+        "consume_exclusive",
+        "consume_shared",
+        "consume_serial",
+    ]
+    assert [s.name for s in select(["fanout_100"])] == ["fanout"]  # its rows come together
+    assert [s.name for s in select(["memory_*"])] == ["memory"]
+    assert select(None) == SCENARIOS
+    assert main(["--only", "nothing_like_this"]) == 2
