@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from . import names
 from .durable import Durable, DurableInfo, Kind, create_durable, durable_infos
 from .errors import ChannelFullError, ChannelNotFound, PayloadError
-from .events import Encoded, Message, Properties, check_key, encode_message, tombstone
+from .events import Message, Properties, check_key, encode_event, tombstone
 from .housekeeping import trim_channel
 from .ids import normal
 from .replies import server_errors, text
@@ -46,6 +46,8 @@ class Channel:
         self.client = client
         self.name = name
         self.keys = client.keys(name)
+        k = self.keys
+        self._publish_keys = (k.stream, k.meta, k.last_values, k.last_ids)
 
     def __repr__(self) -> str:
         return f"Channel({self.name!r})"
@@ -54,25 +56,34 @@ class Channel:
         self, data: Any, key: str | None = None, properties: Properties | None = None
     ) -> str:
         """Append one event; returns its id once the server has stored it."""
-        return self.publish_many([Message(data, key, properties)])[0]
+        limit = self.client.settings.max_payload_bytes
+        event_id = self._publish_batch(1, *encode_event(data, key, properties, limit))[0]
+        self.client.maybe_housekeep(self.name)
+        return event_id
 
     def publish_many(self, messages: Iterable[Message]) -> list[str]:
-        """Append events in order, in one round trip per 1,000; returns their ids."""
-        batch = list(messages)
-        if not all(isinstance(m, Message) for m in batch):
-            raise PayloadError("publish_many takes durables.Message objects")
+        """Append events in order, in one round trip per 1,000; returns their ids.
+
+        Every message is checked before any is stored: a bad one stores none.
+        """
         limit = self.client.settings.max_payload_bytes
-        encoded = [encode_message(m, limit) for m in batch]  # validate all before storing any
+        flat: list[bytes] = []
+        for m in messages:
+            if type(m) is not Message and not isinstance(m, Message):
+                raise PayloadError(f"publish_many takes durables.Message objects, got {m!r:.60}")
+            flat += encode_event(m.data, m.key, m.properties, limit)
         ids: list[str] = []
-        for start in range(0, len(encoded), MAX_BATCH):
-            ids.extend(self._publish_batch(encoded[start : start + MAX_BATCH]))
+        step = MAX_BATCH * 4
+        for start in range(0, len(flat), step):
+            part = flat[start : start + step]
+            ids += self._publish_batch(len(part) // 4, *part)
         self.client.maybe_housekeep(self.name)
         return ids
 
     def remove_key(self, key: str) -> str:
         """Publish a tombstone for `key`: a keyed channel forgets its last value, and session
         caches drop the entry. Returns the tombstone's event id."""
-        return self._publish_batch([tombstone(check_key(key))])[0]
+        return self._publish_batch(1, *tombstone(check_key(key)))[0]
 
     def last_values(self) -> dict[str, tuple[str, bytes]]:
         """A keyed channel's last value of every key: key -> (event id, data)."""
@@ -84,11 +95,10 @@ class Channel:
             values, ids = pipe.execute()
         return {text(key): (text(ids.get(key, b"")), value) for key, value in values.items()}
 
-    def _publish_batch(self, encoded: Sequence[Encoded]) -> list[str]:
-        args: list[bytes | int] = [len(encoded)]
-        for parts in encoded:
-            args.extend(parts)
-        keys = [self.keys.stream, self.keys.meta, self.keys.last_values, self.keys.last_ids]
+    def _publish_batch(self, count: int, *parts: bytes) -> list[str]:
+        """One publish.lua call: `count` events, four encoded values each."""
+        args: tuple[int | bytes, ...] = (count, *parts)
+        keys = self._publish_keys
         try:
             with server_errors(f"publish to {self.name!r}"):
                 ids = self.client.scripts.publish(keys=keys, args=args)

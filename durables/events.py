@@ -101,36 +101,54 @@ class Event:
         return self.owner
 
 
+_JSON = json.JSONEncoder(separators=(",", ":"), allow_nan=False).encode
+_SCALARS = frozenset({str, int, float, bool})
+
+
 def encode_data(data: Any) -> bytes:
     """Bytes as they are, str as UTF-8, anything else as compact JSON."""
-    if isinstance(data, bytes):
-        return data
-    if isinstance(data, bytearray | memoryview):
+    kind = type(data)
+    if kind is bytes:
+        return data  # type: ignore[no-any-return]
+    if kind is str:
+        return data.encode("utf-8")  # type: ignore[no-any-return]
+    if isinstance(data, bytes | bytearray | memoryview):
         return bytes(data)
     if isinstance(data, str):
         return data.encode("utf-8")
     try:
-        return json.dumps(data, separators=(",", ":"), allow_nan=False).encode("utf-8")
+        return _JSON(data).encode("utf-8")
     except (TypeError, ValueError) as exc:
         raise PayloadError(f"payload must be bytes, str or JSON-serialisable: {exc}") from None
 
 
 def encode_properties(properties: Properties | None) -> bytes:
-    """Properties as compact JSON, after checking every value is str, int, float or bool."""
+    """Properties as compact JSON, after checking every value is str, int, float or bool.
+
+    On the hot path of every publish: exact type checks first, one reused encoder.
+    """
     if not properties:
         return b""
-    if not isinstance(properties, Mapping):
-        raise PayloadError(f"properties must be a mapping, got {type(properties).__name__}")
+    if type(properties) is not dict:
+        if not isinstance(properties, Mapping):
+            raise PayloadError(f"properties must be a mapping, got {type(properties).__name__}")
+        properties = dict(properties)
     for name, value in properties.items():
-        if not isinstance(name, str) or not name:
+        if type(name) is not str or not name:
             raise PayloadError(f"property names must be non-empty str, got {name!r}")
-        if not isinstance(value, str | int | float | bool):
+        if type(value) not in _SCALARS and not isinstance(value, str | int | float | bool):
             raise PayloadError(
                 f"property {name!r} is {type(value).__name__}; use str, int, float or bool"
             )
-        if isinstance(value, float) and not math.isfinite(value):
-            raise PayloadError(f"property {name!r} is {value}; only finite numbers are allowed")
-    return json.dumps(dict(properties), separators=(",", ":")).encode("utf-8")
+    try:
+        return _JSON(properties).encode("utf-8")
+    except ValueError:
+        bad = next(
+            n for n, v in properties.items() if isinstance(v, float) and not math.isfinite(v)
+        )
+        raise PayloadError(
+            f"property {bad!r} is {properties[bad]}; only finite numbers are allowed"
+        ) from None
 
 
 Encoded = tuple[bytes, bytes, bytes, bytes]
@@ -144,18 +162,23 @@ def tombstone(key: str) -> Encoded:
 
 def encode_message(message: Message, max_bytes: int) -> Encoded:
     """The ARGV values `publish.lua` takes for one ordinary event."""
-    data = encode_data(message.data)
-    props = encode_properties(message.properties)
-    if len(data) + len(props) > max_bytes:
+    return encode_event(message.data, message.key, message.properties, max_bytes)
+
+
+def encode_event(
+    data: Any, key: str | None, properties: Properties | None, max_bytes: int
+) -> Encoded:
+    """The ARGV values `publish.lua` takes for one ordinary event, checked."""
+    payload = encode_data(data)
+    props = encode_properties(properties)
+    if len(payload) + len(props) > max_bytes:
         raise PayloadError(
-            f"event is {len(data) + len(props)} bytes with its properties; "
+            f"event is {len(payload) + len(props)} bytes with its properties; "
             f"the limit is {max_bytes} (setting max_payload_bytes)"
         )
-    key = message.key
     if key is None:
-        return data, b"", props, b""
-    check_key(key)
-    return data, key.encode("utf-8"), props, b""
+        return payload, b"", props, b""
+    return payload, check_key(key).encode("utf-8"), props, b""
 
 
 def check_key(key: object) -> str:
@@ -177,8 +200,16 @@ def event_from_entry(
     fields = entry[1]
     if not fields:
         return None
-    if isinstance(fields, dict):
-        fields = [part for item in fields.items() for part in item]
+    if isinstance(fields, dict):  # redis-py parsed it: (id, {field: value})
+        op = fields.get(F_OP)
+        event = Event(event_id, channel, fields.get(F_DATA, b""), None, fields.get(F_PROPS),
+                      counts.get(event_id, 0) if counts else 0)  # fmt: skip
+        key = fields.get(F_KEY)
+        if key is not None:
+            event.key = key.decode()
+        if op is not None:
+            event.destroyed = op == OP_DESTROY
+        return event
     data = b""
     key = props = None
     destroyed = False

@@ -19,10 +19,13 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from redis.exceptions import ResponseError
+
 from . import ids
 from .events import Event, event_from_entry
 from .leases import Lease, LeaseHolder
-from .replies import raw, server_errors
+from .replies import raw, server_errors, translate
+from .scripts import pipelined
 
 if TYPE_CHECKING:
     from .durable import Durable
@@ -49,6 +52,7 @@ class ExclusiveReader(LeaseHolder):
         self._cursor = "0"  # re-read own pending events first, then '>'
         self._limit: tuple[int, int] | None = None  # first rolled-back id: acks stop below it
         self._skipped: str | None = None  # last id the filter skipped, to ack with the rest
+        self._deferred: str | None = None  # cumulative ack to send with the next read
         self._context = f"exclusive durable {durable.name!r} on {durable.channel.name!r}"
 
     def attach(self) -> None:
@@ -76,47 +80,54 @@ class ExclusiveReader(LeaseHolder):
         self._check_lease()
         deadline = time.monotonic() + timeout
         while True:
-            fresh, payload = self._read(self._cursor)
-            if self._cursor != ">":
-                if payload:
-                    self._cursor = payload[-1][0].decode()
-                    return self._events(payload)
-                self._cursor = ">"
+            entries = self._read(self._cursor)
+            if self._cursor != ">":  # own pending events first (a takeover's inheritance)
+                self._cursor = entries[-1][0].decode() if entries else ">"
+                if entries:
+                    return self._events(entries)
                 continue
-            if fresh:
-                return self._events(payload)
+            if entries:
+                return self._events(entries)
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return []
-            self._wait(payload.decode(), min(remaining, self.client.settings.block_s))
+            entries = self._wait(min(remaining, self.client.settings.block_s))
+            if entries:
+                return self._events(entries)
 
-    def _read(self, cursor: str) -> tuple[int, Any]:
-        with server_errors(self._context):
-            fresh, payload = self.client.scripts.read_exclusive(
-                keys=[self._stream, self._lease],
-                args=[
-                    self.durable.name,
-                    self.token,
-                    self.client.lease_ms,
-                    self.client.settings.read_batch,
-                    cursor,
-                ],
-            )
-        return int(fresh), payload
+    def _read(self, cursor: str) -> list[Any]:
+        """Prove the lease (and send the deferred ack), then read: one round trip."""
+        upto, self._deferred = self._deferred, None
+        script_keys = [self._stream, self._lease, self._counts_key, self._keep]
+        args = [self.durable.name, self.token, self.client.lease_ms, upto or ""]
+        batch = self.client.settings.read_batch
+        read = ("XREADGROUP", "GROUP", self.durable.name, self.token,
+                "COUNT", batch, "STREAMS", self._stream, cursor)  # fmt: skip
+        try:
+            with server_errors(self._context):
+                fenced, got = pipelined(
+                    self.client.redis, self.client.scripts.ack_exclusive, script_keys, args, read
+                )
+        except BaseException:
+            self._deferred = upto  # not sent: it goes with the next call
+            raise
+        for answer in (fenced, got):
+            if isinstance(answer, ResponseError):
+                raise translate(answer, self._context)  # LEASELOST: what was read stays pending
+        self.client.maybe_housekeep(self.durable.channel.name)
+        return _entries(got)
 
-    def _wait(self, after: str, seconds: float) -> None:
+    def _wait(self, seconds: float) -> list[Any]:
+        """Block until new events come and take them: one round trip on wake-up. Holders
+        read as consumers of their own, so even a holder whose lease lapsed while blocked
+        only takes events into its own pending list, for the next holder to inherit."""
         with server_errors(self._context):
-            raw(
-                self.client.redis,
-                "XREAD",
-                "COUNT",
-                1,
-                "BLOCK",
-                max(1, int(seconds * 1000)),
-                "STREAMS",
-                self._stream,
-                after,
-            )
+            reply = raw(
+                self.client.redis, "XREADGROUP", "GROUP", self.durable.name, self.token,
+                "COUNT", self.client.settings.read_batch, "BLOCK", max(1, int(seconds * 1000)),
+                "STREAMS", self._stream, ">",
+            )  # fmt: skip
+        return _entries(reply)
 
     def _events(self, entries: Sequence[Any]) -> list[Event]:
         channel = self.durable.channel.name
@@ -131,12 +142,21 @@ class ExclusiveReader(LeaseHolder):
         return events
 
     def commit(self, events: Sequence[Event], *, defer: bool = False) -> None:
+        """Cumulative ack of the latest of `events` (and of skipped ones), never reaching a
+        rolled-back event; deferred, it rides along with the next read."""
         candidates = [e.id for e in events]
         if self._skipped is not None:
             candidates.append(self._skipped)
         allowed = [i for i in candidates if self._limit is None or ids.key(i) < self._limit]
-        if allowed:
-            self._ack_upto(max(allowed, key=ids.key))
+        if not allowed:
+            return
+        upto = max(allowed, key=ids.key)
+        if defer:
+            self._deferred = upto
+            if self._skipped is not None and ids.key(self._skipped) <= ids.key(upto):
+                self._skipped = None
+        else:
+            self._ack_upto(upto)
 
     def ack(self, event: Event, outstanding: list[Event]) -> list[Event]:
         upto = ids.key(event.id)
@@ -146,12 +166,15 @@ class ExclusiveReader(LeaseHolder):
         return [e for e in outstanding if ids.key(e.id) > upto]
 
     def _ack_upto(self, event_id: str) -> None:
+        if self._deferred is not None and ids.key(self._deferred) > ids.key(event_id):
+            event_id = self._deferred  # a deferred ack that never went out goes now
+        self._deferred = None
         if self._skipped is not None and ids.key(self._skipped) <= ids.key(event_id):
             self._skipped = None
         with server_errors(self._context):
             self.client.scripts.ack_exclusive(
                 keys=[self._stream, self._lease, self._counts_key, self._keep],
-                args=[self.durable.name, self.token, event_id],
+                args=[self.durable.name, self.token, self.client.lease_ms, event_id],
             )
         self.client.maybe_housekeep(self.durable.channel.name)
 
@@ -166,7 +189,17 @@ class ExclusiveReader(LeaseHolder):
 
     def release(self, unhanded: Sequence[Event]) -> None:
         self.client.heartbeat.remove(self.token)
+        if self._deferred is not None:
+            self._ack_upto(self._deferred)
         with server_errors(self._context):
             self.client.scripts.release_exclusive(
                 keys=[self._lease, self._keep], args=[self.token, *(e.id for e in unhanded)]
             )
+
+
+def _entries(reply: Any) -> list[Any]:
+    """The entries of a one-stream XREADGROUP reply (RESP2 list or RESP3 map), or []."""
+    if not reply:
+        return []
+    streams = reply.values() if isinstance(reply, dict) else (entries for _, entries in reply)
+    return [entry for entries in streams for entry in entries]

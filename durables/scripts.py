@@ -12,9 +12,12 @@ SCRIPT EXISTS round trip per batch (see FACTS.md).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from functools import cache
 from importlib.resources import files
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+
+from redis.exceptions import NoScriptError
 
 if TYPE_CHECKING:
     from redis import Redis
@@ -27,7 +30,6 @@ NAMES = (
     "delete_channel",
     "renew_lease",
     "attach_exclusive",
-    "read_exclusive",
     "ack_exclusive",
     "release_exclusive",
     "trim",
@@ -70,7 +72,6 @@ class Scripts:
     delete_channel: Script
     renew_lease: Script
     attach_exclusive: Script
-    read_exclusive: Script
     ack_exclusive: Script
     release_exclusive: Script
     trim: Script
@@ -87,3 +88,22 @@ class Scripts:
     def __init__(self, redis: Redis) -> None:
         for name in NAMES:
             setattr(self, name, redis.register_script(source(name)))
+
+
+def pipelined(
+    redis: Redis, script: Script, keys: Sequence[Any], args: Sequence[Any], *commands: Sequence[Any]
+) -> list[Any]:
+    """The script and then plain commands in one round trip; replies (errors included, not
+    raised) in order. Sent with a plain EVALSHA (redis-py's Script in a pipeline would add
+    a SCRIPT EXISTS round trip per batch), reloading the script after a NOSCRIPT."""
+    for attempt in (1, 2):
+        pipe = redis.pipeline(transaction=False)
+        pipe.evalsha(script.sha, len(keys), *keys, *args)
+        for command in commands:
+            pipe.execute_command(*command)  # type: ignore[no-untyped-call]
+        replies: list[Any] = pipe.execute(raise_on_error=False)
+        if attempt == 1 and isinstance(replies[0], NoScriptError):
+            redis.script_load(script.script)
+            continue
+        return replies
+    raise AssertionError("unreachable")

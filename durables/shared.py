@@ -17,11 +17,12 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from redis.exceptions import NoScriptError, ResponseError
+from redis.exceptions import ResponseError
 
 from .events import Event, event_from_entry
 from .leases import Lease, LeaseHolder
 from .replies import raw, server_errors, translate
+from .scripts import pipelined
 
 if TYPE_CHECKING:
     from redis.commands.core import Script
@@ -124,23 +125,14 @@ class SharedReader(LeaseHolder):
             self._on_notice(text)
 
     def _pipeline(self, script: Script, args: list[Any]) -> tuple[Any, list[Any]]:
-        """EVALSHA + XREADGROUP in one round trip (a plain evalsha: redis-py's Script in a
-        pipeline would add a SCRIPT EXISTS round trip per batch)."""
-        for attempt in (1, 2):
-            pipe = self.client.redis.pipeline(transaction=False)
-            pipe.evalsha(script.sha, len(self._fetch_keys), *self._fetch_keys, *args)
-            pipe.execute_command(  # type: ignore[no-untyped-call]
-                "XREADGROUP", "GROUP", self.durable.name, self.id, "COUNT", self.window,
-                "STREAMS", self._stream, "0",
-            )  # fmt: skip
-            reply, read = pipe.execute(raise_on_error=False)
-            if isinstance(reply, NoScriptError) and attempt == 1:
-                self.client.redis.script_load(script.script)
-                continue
-            if isinstance(reply, ResponseError):
-                raise translate(reply, self._context)
-            return reply, read[0][1] if read else []
-        raise AssertionError("unreachable")
+        """The dispatcher, then the caller's own pending events: one round trip."""
+        read = ("XREADGROUP", "GROUP", self.durable.name, self.id, "COUNT", self.window,
+                "STREAMS", self._stream, "0")  # fmt: skip
+        reply, got = pipelined(self.client.redis, script, self._fetch_keys, args, read)
+        for answer in (reply, got):
+            if isinstance(answer, ResponseError):
+                raise translate(answer, self._context)
+        return reply, got[0][1] if got else []
 
     def _events(self, entries: Sequence[Any], counts: dict[str, int]) -> list[Event]:
         channel, events = self.durable.channel.name, []

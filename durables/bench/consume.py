@@ -4,7 +4,7 @@ The channel is filled first (untimed); then the timed part drains it with N
 consumers, each in its own thread (asyncio tasks for the peer), reading
 `PREFETCH` events at a time and acknowledging them.
 
-- durables: `dur.consumer(name, prefetch=...)`, `fetch()` + `commit()`.
+- durables: `dur.consumer(name, prefetch=..., auto_ack=True)`, `fetch()` in a loop.
 - raw: per consumer, a pipeline of `XACK` (previous batch) + `XREADGROUP COUNT`.
 - peer: one JetStream durable pull consumer, N `fetch(PREFETCH)` loops, `ack()` each.
   JetStream has no serial kind; its nearest is a cap on unacknowledged events
@@ -46,13 +46,11 @@ def fill_raw(r: redis.Redis, count: int) -> None:
 
 
 def durables_step(consumer: durables.Consumer) -> Step:
-    """What a user writes: fetch, handle, commit."""
+    """What a user writes: fetch and handle; with auto-ack the batch is acknowledged with
+    the next fetch, in the same round trip (as the raw loop pipelines XACK + XREADGROUP)."""
 
     def step() -> int:
-        events = consumer.fetch(timeout=0.2)
-        if events:
-            consumer.commit()
-        return len(events)
+        return len(consumer.fetch(timeout=0.2))
 
     return step
 
@@ -113,7 +111,7 @@ class Consume(Throughput):
             try:
                 for i in range(self.consumers):
                     try:
-                        opened.append(durable.consumer(f"w{i}", prefetch=prefetch, auto_ack=False))
+                        opened.append(durable.consumer(f"w{i}", prefetch=prefetch, auto_ack=True))
                     except NotImplementedError as exc:
                         raise Unsupported(str(exc)) from exc
                 meter = env.meter("durables")

@@ -7,7 +7,8 @@ send time. Latency is receipt minus stamp: the publish round trip, the server,
 the wake-up and the read. The first 5 % of events (cold connections and
 scripts) are left out of the percentiles.
 
-- durables: `consumer(prefetch=...)`, `fetch()` + `commit()` per consumer thread.
+- durables: `consumer(prefetch=..., auto_ack=True)`, `fetch()` per consumer thread (the
+  acks ride with the next fetch).
 - raw: per consumer thread, a pipeline of `XACK` + `XREADGROUP ... BLOCK`.
 - peer: per consumer task, `fetch` (see PEER_FETCH) on a JetStream durable pull consumer,
   `ack()` each.
@@ -129,7 +130,7 @@ class Latency(Compared[Latencies]):
             try:
                 for i in range(self.consumers):
                     try:
-                        opened.append(durable.consumer(f"w{i}", prefetch=prefetch, auto_ack=False))
+                        opened.append(durable.consumer(f"w{i}", prefetch=prefetch, auto_ack=True))
                     except NotImplementedError as exc:
                         raise Unsupported(str(exc)) from exc
                 with producing("durables", env.redis_url, self.count(env)) as recorder:
@@ -187,11 +188,7 @@ class Latency(Compared[Latencies]):
 
 def _durables_step(consumer: durables.Consumer, recorder: Recorder) -> Step:
     def step() -> int:
-        events = consumer.fetch(timeout=0.2)
-        got = recorder.record(e.data for e in events)
-        if events:
-            consumer.commit()
-        return got
+        return recorder.record(e.data for e in consumer.fetch(timeout=0.2))
 
     return step
 

@@ -1,29 +1,23 @@
--- Cumulative acknowledgement: ack every pending event of an exclusive durable up to
--- and including an id, and forget their redelivery bookkeeping.
+-- The holder of an exclusive durable proves it still holds the lease (and renews it),
+-- then acknowledges cumulatively: every event it has pending up to and including an id.
+-- Sent alone, or pipelined before the holder's next XREADGROUP: a holder whose lease
+-- lapsed gets LEASELOST and must stop (what it read stays pending for the next holder).
 -- KEYS[1]  the channel's stream
 -- KEYS[2]  the durable's lease
 -- KEYS[3]  the durable's redelivery counts
 -- KEYS[4]  the durable's keep set
--- ARGV[1]  durable name
--- ARGV[2]  the holder's token
--- ARGV[3]  the id up to which (inclusive) to acknowledge
+-- ARGV[1]  durable name (the group)
+-- ARGV[2]  the holder's token (its consumer name)
+-- ARGV[3]  lease length in milliseconds
+-- ARGV[4]  the id up to which (inclusive) to acknowledge, or '' for none
 -- Returns  how many events were acknowledged.
 -- Errors   LEASELOST.
+--@include cumulative
 if redis.call('GET', KEYS[2]) ~= ARGV[2] then
   return redis.error_reply('LEASELOST the lease of this exclusive durable has lapsed')
 end
-local acked = 0
-repeat
-  local pending = redis.call('XPENDING', KEYS[1], ARGV[1], '-', ARGV[3], 1000)
-  if #pending == 0 then
-    break
-  end
-  local ids = {}
-  for i, entry in ipairs(pending) do
-    ids[i] = entry[1]
-  end
-  acked = acked + redis.call('XACK', KEYS[1], ARGV[1], unpack(ids))
-  redis.call('HDEL', KEYS[3], unpack(ids))
-  redis.call('SREM', KEYS[4], unpack(ids))
-until #pending < 1000
-return acked
+redis.call('PEXPIRE', KEYS[2], ARGV[3])
+if ARGV[4] == '' then
+  return 0
+end
+return ack_upto(KEYS[1], ARGV[1], ARGV[2], KEYS[3], KEYS[4], ARGV[4])

@@ -1,36 +1,40 @@
--- Take the lease of an exclusive durable; on a fresh attach, count the pending
--- events that will be delivered again (except those rolled back or never handed out).
+-- Take the lease of an exclusive durable. Each holder reads as a consumer of its own
+-- (its token), so the events earlier holders read and did not acknowledge are moved to
+-- the new holder, which reads them first; each counts one more delivery, except those
+-- rolled back or never handed out (the keep set).
 -- KEYS[1]  the channel's stream
 -- KEYS[2]  the channel's durables hash
 -- KEYS[3]  the durable's lease
 -- KEYS[4]  the durable's redelivery counts (hash id -> count)
 -- KEYS[5]  the durable's keep set (ids whose count must not rise)
--- ARGV[1]  durable name
--- ARGV[2]  the new holder's token
+-- ARGV[1]  durable name (the group)
+-- ARGV[2]  the new holder's token (its consumer name in the group)
 -- ARGV[3]  lease length in milliseconds
 -- Returns  the redelivery counts as a flat list: id, count, id, count...
 -- Errors   NODURABLE, INUSE <holder token>.
-if redis.call('HEXISTS', KEYS[2], ARGV[1]) == 0 then
+--@include ids
+--@include pool
+local stream, group, me = KEYS[1], ARGV[1], ARGV[2]
+if redis.call('HEXISTS', KEYS[2], group) == 0 then
   return redis.error_reply('NODURABLE the durable does not exist')
 end
 local holder = redis.call('GET', KEYS[3])
-if holder and holder ~= ARGV[2] then
+if holder and holder ~= me then
   return redis.error_reply('INUSE ' .. holder)
 end
-redis.call('SET', KEYS[3], ARGV[2], 'PX', ARGV[3])
-if not holder then
-  local start = '-'
-  repeat
-    local pending = redis.call('XPENDING', KEYS[1], ARGV[1], start, '+', 1000)
-    for _, entry in ipairs(pending) do
-      if redis.call('SISMEMBER', KEYS[5], entry[1]) == 0 then
-        redis.call('HINCRBY', KEYS[4], entry[1], 1)
+redis.call('SET', KEYS[3], me, 'PX', ARGV[3])
+for _, consumer in ipairs(redis.call('XINFO', 'CONSUMERS', stream, group)) do
+  local name = consumer[2]
+  if name ~= me then
+    local ids = pending_of(stream, group, name)
+    for _, id in ipairs(ids) do
+      if redis.call('SISMEMBER', KEYS[5], id) == 0 then
+        redis.call('HINCRBY', KEYS[4], id, 1)
       end
     end
-    if #pending > 0 then
-      start = '(' .. pending[#pending][1]
-    end
-  until #pending < 1000
-  redis.call('DEL', KEYS[5])
+    claim(stream, group, me, ids)
+    redis.call('XGROUP', 'DELCONSUMER', stream, group, name)
+  end
 end
+redis.call('DEL', KEYS[5])
 return redis.call('HGETALL', KEYS[4])

@@ -1,0 +1,22 @@
+-- Library (`--@include cumulative`): the cumulative acknowledgement of an exclusive
+-- durable: every event the holder has pending, up to and including an id, is
+-- acknowledged and its redelivery bookkeeping forgotten. Returns how many.
+local function ack_upto(stream, group, holder, counts, keep, upto)
+  local acked, bookkeeping = 0, redis.call('EXISTS', counts, keep) > 0
+  repeat
+    local pending = redis.call('XPENDING', stream, group, '-', upto, 1000, holder)
+    if #pending == 0 then
+      break
+    end
+    local ids = {}
+    for i, entry in ipairs(pending) do
+      ids[i] = entry[1]
+    end
+    acked = acked + redis.call('XACK', stream, group, unpack(ids))
+    if bookkeeping then
+      redis.call('HDEL', counts, unpack(ids))
+      redis.call('SREM', keep, unpack(ids))
+    end
+  until #pending < 1000
+  return acked
+end
