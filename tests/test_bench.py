@@ -43,6 +43,10 @@ SCENARIO_NAMES = [
     "latency_serial",
     "memory_retained",
     "memory_pending",
+    "fetch_cost_base",
+    "fetch_cost_200k_retained",
+    "fetch_cost_16_consumers",
+    "session_replay",
 ]
 REQUIRED = [
     "name",
@@ -108,10 +112,20 @@ def test_throughput_rows_have_rates_and_no_failures(rows: dict[str, dict[str, An
     for row in rows.values():
         assert not any(note.startswith("failed") for note in row["notes"].values()), row
         if row["table"] == "throughput":
-            assert row["raw_per_s"] is not None
+            durables_only = row["notes"].get("raw", "").startswith("durables only")
+            assert row["raw_per_s"] is not None or durables_only
             assert row["durables_per_s"] is not None or row["notes"]["durables"].startswith(
                 "n/a (not supported yet"
             )
+
+
+def test_fetch_cost_rows_compare_with_the_first(rows: dict[str, dict[str, Any]]) -> None:
+    base = rows["fetch_cost_base"]
+    assert base["cost_vs_base"] == 1.0
+    for name in ("fetch_cost_200k_retained", "fetch_cost_16_consumers"):
+        assert rows[name]["durables_us_per_fetch"] > 0
+        expected = rows[name]["durables_us_per_fetch"] / base["durables_us_per_fetch"]
+        assert rows[name]["cost_vs_base"] == pytest.approx(expected, rel=1e-3)
 
 
 def test_latency_rows_have_ordered_percentiles(rows: dict[str, dict[str, Any]]) -> None:

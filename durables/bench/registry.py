@@ -12,9 +12,11 @@ from fnmatch import fnmatchcase
 
 from .consume import Consume
 from .fanout import Fanout
+from .fetch_cost import FetchCost
 from .latency import Latency
 from .memory import Memory
 from .publish import PublishBatch, PublishSingle
+from .replay import SessionReplay
 from .scenario import Scenario
 
 SCENARIOS: list[Scenario] = [
@@ -29,6 +31,8 @@ SCENARIOS: list[Scenario] = [
     Latency("shared", consumers=4),
     Latency("serial", consumers=2),
     Memory(),
+    FetchCost(),
+    SessionReplay(),
 ]
 
 

@@ -237,8 +237,11 @@ if total > 0 and #order > 0 then
   end
 end
 
-local mine = pending_of(stream, group, me)
 local redelivered = {}
+local mine = {}
+if redis.call('EXISTS', counts) == 1 then  -- most of the time nothing was redelivered
+  mine = pending_of(stream, group, me)
+end
 if #mine > 0 then
   local values = redis.call('HMGET', counts, unpack(mine))
   for i, id in ipairs(mine) do
