@@ -58,15 +58,18 @@ class FetchCost(Scenario):
             channel = client.channel("cost")
             durable = channel.durable("work", kind="shared")
             others = [durable.consumer(f"idle{i}", prefetch=PREFETCH) for i in range(idle)]
-            fill_channel(channel, measured + retained)
+            fill_channel(channel, measured + retained + idle * PREFETCH)
             try:
                 for other in others:
                     other.fetch(timeout=0)  # take a full window and sit on it
                 with durable.consumer("measured", prefetch=PREFETCH, auto_ack=True) as c:
                     fetches, got, started = 0, 0, time.perf_counter()
-                    while got < measured:
+                    deadline = time.monotonic() + 120
+                    while got < measured and time.monotonic() < deadline:
                         got += len(c.fetch(timeout=0.2))
                         fetches += 1
+                    if got < measured:
+                        raise RuntimeError(f"fetched {got} of {measured} events")
                     return (time.perf_counter() - started) * 1e6 / fetches
             finally:
                 for other in others:
