@@ -19,7 +19,7 @@ import redis
 
 import durables
 
-from .env import PREFETCH, RAW_FIELDS, RAW_GROUP, RAW_STREAM, Env, message
+from .env import PREFETCH, RAW_GROUP, RAW_STREAM, Env, message, xadd_batches
 from .peer import DURABLE, STREAM, add_durables, fetch_step, jetstream, prefill
 from .results import Rate, Row, Target, Unsupported, all_of, at_least
 from .scenario import Throughput
@@ -38,11 +38,7 @@ def fill_channel(channel: durables.Channel, count: int) -> None:
 
 def fill_raw(r: redis.Redis, count: int) -> None:
     """XADD `count` events in pipelines of 1,000 (untimed set-up)."""
-    for size in batches(count, 1000):
-        pipe = r.pipeline(transaction=False)
-        for _ in range(size):
-            pipe.xadd(RAW_STREAM, RAW_FIELDS)
-        pipe.execute()
+    xadd_batches(r, batches(count, 1000))
 
 
 def durables_step(consumer: durables.Consumer) -> Step:

@@ -39,6 +39,16 @@ PREFETCH = 100
 prefetch of shared and serial consumers, and the peer's fetch batch."""
 
 
+def xadd_batches(r: redis.Redis, sizes: list[int]) -> int:
+    """The raw client's publishing: one pipeline of plain XADDs per batch; returns the total."""
+    for size in sizes:
+        pipe = r.pipeline(transaction=False)
+        for _ in range(size):
+            pipe.xadd(RAW_STREAM, RAW_FIELDS)
+        pipe.execute()
+    return sum(sizes)
+
+
 def message() -> durables.Message:
     """One event as a durables user publishes it."""
     return durables.Message(PAYLOAD, properties=PROPERTIES)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from .env import RAW_FIELDS, RAW_STREAM, Env, message
+from .env import RAW_STREAM, Env, message, xadd_batches
 from .peer import add_durables, jetstream, publish_batch, publish_one
 from .results import VARIANTS, Rate, Row, Target, Variant, at_most, ratio
 from .scenario import Scenario, Throughput
@@ -52,12 +52,7 @@ class FanoutTo(Throughput):
                 r.xgroup_create(RAW_STREAM, f"d{i}", "0", mkstream=True)
             sizes = batches(self.count(env), BATCH)
             meter = env.meter("raw")
-            for size in sizes:
-                pipe = r.pipeline(transaction=False)
-                for _ in range(size):
-                    pipe.xadd(RAW_STREAM, RAW_FIELDS)
-                pipe.execute()
-            return meter.rate(sum(sizes))
+            return meter.rate(xadd_batches(r, sizes))
 
     async def peer(self, env: Env, url: str) -> Rate:
         async with jetstream(url) as (_, js):

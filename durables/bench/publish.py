@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from .env import PAYLOAD, PROPERTIES, RAW_FIELDS, RAW_GROUP, RAW_STREAM, Env, message
+from .env import PAYLOAD, PROPERTIES, RAW_FIELDS, RAW_GROUP, RAW_STREAM, Env, message, xadd_batches
 from .peer import DURABLE, add_durables, jetstream, publish_batch, publish_one
 from .results import Rate, Row, Target, at_least
 from .scenario import Throughput
@@ -88,12 +88,7 @@ class PublishBatch(Throughput):
             r.xgroup_create(RAW_STREAM, RAW_GROUP, "0", mkstream=True)
             sizes = batches(self.count(env), self.size)
             meter = env.meter("raw")
-            for size in sizes:
-                pipe = r.pipeline(transaction=False)
-                for _ in range(size):
-                    pipe.xadd(RAW_STREAM, RAW_FIELDS)
-                pipe.execute()
-            return meter.rate(sum(sizes))
+            return meter.rate(xadd_batches(r, sizes))
 
     async def peer(self, env: Env, url: str) -> Rate:
         async with jetstream(url) as (_, js):
