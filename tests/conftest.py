@@ -16,6 +16,7 @@ import pytest
 
 import durables
 
+from .cli_support import Cli
 from .servers import RedisProcess, server_binary
 
 SERVER_KIND = cast(Literal["valkey", "redis"], os.environ.get("DURABLES_TEST_SERVER", "valkey"))
@@ -70,3 +71,9 @@ def client(server: RedisProcess, namespace: str) -> Iterator[durables.Client]:
 @pytest.fixture
 def channel(client: durables.Client) -> durables.Channel:
     return client.channel("orders")
+
+
+@pytest.fixture
+def cli(server_url: str, namespace: str) -> Cli:
+    """The `durables` command against the test server, in the test's namespace."""
+    return Cli(server_url, namespace)
