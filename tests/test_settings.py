@@ -1,0 +1,39 @@
+"""Settings: keyword arguments over DURABLES_* variables over durables.toml, checked."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from durables import ConfigError
+from durables.settings import load_settings
+
+
+def test_settings_come_from_keywords_then_environment_then_durables_toml(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "durables.toml").write_text(
+        'namespace = "from-toml"\nread_batch = 7\nurl = "redis://127.0.0.1:1/0"\n'
+    )
+    assert load_settings().namespace == "from-toml" and load_settings().read_batch == 7
+    monkeypatch.setenv("DURABLES_NAMESPACE", "from-env")
+    monkeypatch.setenv("DURABLES_LEASE_TIMEOUT_S", "2.5")
+    settings = load_settings()
+    assert settings.namespace == "from-env" and settings.lease_timeout_s == 2.5
+    assert settings.read_batch == 7 and settings.url == "redis://127.0.0.1:1/0"
+    assert load_settings(namespace="from-kwargs").namespace == "from-kwargs"
+
+
+def test_a_bad_value_in_the_environment_is_a_config_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("DURABLES_READ_BATCH", "lots")
+    with pytest.raises(ConfigError, match="read_batch"):
+        load_settings()
+
+
+def test_home_expands_the_user_directory() -> None:
+    assert "~" not in str(load_settings(home="~/x").home_dir)
