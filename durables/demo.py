@@ -14,6 +14,7 @@ from rich.console import Console
 import durables
 
 CHANNEL = "orders"
+JOBS = "jobs"
 PRODUCERS = 2
 
 
@@ -35,6 +36,63 @@ def _publish_concurrently(channel: durables.Channel, events: int) -> None:
         t.join()
 
 
+def _exclusive(out: Console, billing: durables.Durable) -> None:
+    """One consumer at a time, in order, cumulative ack, redelivery after re-subscribing."""
+    with billing.consumer("worker-1", auto_ack=False) as worker:
+        try:
+            billing.consumer("worker-2")
+        except durables.DurableInUseError as exc:
+            out.print(f"a second consumer on the exclusive durable is refused: {exc}")
+        batch = worker.fetch(timeout=2)
+        keys = ", ".join(str(e.key) for e in batch[:6])
+        out.print(f"worker-1 fetched {len(batch)} events in publish order: {keys}, ...")
+        half = batch[len(batch) // 2 - 1]
+        half.ack()
+        out.print(
+            f"ack of event {half.id} acknowledged it and every event before it: "
+            f"{billing.transaction_depth()} left unacknowledged"
+        )
+    with billing.consumer("worker-1") as worker:
+        again = worker.fetch(timeout=2)
+        out.print(
+            f"after re-subscribing, {len(again)} unacknowledged events came back, "
+            f"redelivered={again[0].redelivered}, count={again[0].redelivery_count}"
+        )
+
+
+def _filtered(out: Console, audit: durables.Durable) -> list[str]:
+    """A listener on a durable whose filter keeps only region 'eu'; returns the regions seen."""
+    seen: list[durables.Event] = []
+    done = threading.Event()
+    expected = audit.depth()
+
+    def listener(event: durables.Event) -> None:
+        seen.append(event)
+        if len(seen) == expected:
+            done.set()
+
+    with audit.subscribe(listener):
+        done.wait(5)
+    regions = sorted({str(e.properties["region"]) for e in seen})
+    out.print(f"'audit' listener received {len(seen)} events, regions {regions}")
+    return regions
+
+
+def _shared(out: Console, client: durables.Client) -> bool:
+    """Two consumers on a shared durable: ten events dealt round robin (seed 003)."""
+    client.channel(JOBS).delete()
+    channel = client.channel(JOBS)
+    pool = channel.durable("pool", kind="shared")
+    with pool.consumer("a", prefetch=10) as a, pool.consumer("b", prefetch=10) as b:
+        channel.publish_many(durables.Message(f"job {i}") for i in range(1, 11))
+        got_a, got_b = a.fetch(timeout=2), b.fetch(timeout=2)
+        for name, got in (("a", got_a), ("b", got_b)):
+            out.print(f"shared consumer {name} got {', '.join(e.text for e in got)}")
+        a.commit()
+        b.commit()
+    return [e.text for e in got_a] == [f"job {i}" for i in range(1, 11, 2)]
+
+
 def run(url: str | None = None, namespace: str | None = None, events: int = 20) -> int:
     """Run the demo; returns a process exit code."""
     out = Console(highlight=False)
@@ -45,56 +103,21 @@ def run(url: str | None = None, namespace: str | None = None, events: int = 20) 
         billing = channel.durable("billing", kind="exclusive")
         audit = channel.durable("audit", kind="exclusive", filter="region = 'eu'")
         _publish_concurrently(channel, events)
-        info = channel.info()
-        out.print(f"{PRODUCERS} producers published {info.length} events to '{CHANNEL}'")
+        out.print(f"{PRODUCERS} producers published {channel.info().length} events to '{CHANNEL}'")
         out.print(
             f"durable 'billing' depth {billing.depth()}; 'audit' (region = 'eu') "
             f"depth {audit.depth()}"
         )
-
-        with billing.consumer("worker-1", auto_ack=False) as worker:
-            try:
-                billing.consumer("worker-2")
-            except durables.DurableInUseError as exc:
-                out.print(f"a second consumer on the exclusive durable is refused: {exc}")
-            batch = worker.fetch(timeout=2)
-            out.print(
-                f"worker-1 fetched {len(batch)} events in publish order: "
-                f"{', '.join(str(e.key) for e in batch[:6])}, ..."
-            )
-            half = batch[len(batch) // 2 - 1]
-            half.ack()
-            out.print(
-                f"ack of event {half.id} acknowledged it and every event before it: "
-                f"{billing.transaction_depth()} left unacknowledged"
-            )
-        with billing.consumer("worker-1") as worker:
-            again = worker.fetch(timeout=2)
-            out.print(
-                f"after re-subscribing, {len(again)} unacknowledged events came back, "
-                f"redelivered={again[0].redelivered}, count={again[0].redelivery_count}"
-            )
-
-        seen: list[durables.Event] = []
-        done = threading.Event()
-        expected = audit.depth()
-
-        def listener(event: durables.Event) -> None:
-            seen.append(event)
-            if len(seen) == expected:
-                done.set()
-
-        with audit.subscribe(listener):
-            done.wait(5)
-        regions = sorted({str(e.properties["region"]) for e in seen})
-        out.print(f"'audit' listener received {len(seen)} events, regions {regions}")
-
+        _exclusive(out, billing)
+        regions = _filtered(out, audit)
+        round_robin = _shared(out, client)
         report = client.housekeep()
         out.print(
             f"housekeeping trimmed {report.total_removed} events acknowledged by every "
             f"durable; {channel.info().length} remain"
         )
         ok = billing.depth() == 0 and billing.transaction_depth() == 0 and regions == ["eu"]
+        ok = ok and round_robin
         out.print("[green]demo finished[/]" if ok else "[red]demo saw something unexpected[/]")
         return 0 if ok else 1
 
