@@ -216,6 +216,47 @@ local function deal(order, room, filters, picks, serial)
   return others
 end
 
+-- The common case, cheaply: no filter anywhere, nothing handed back waiting, and one
+-- consumer only to deal to (the others' windows are full, or the durable is serial). New
+-- events then go straight to it with one XREADGROUP, with no pool and no XCLAIM.
+local function deal_direct(order, room, filters, serial)
+  if spec['ast'] ~= nil and spec['ast'] ~= cjson.null then
+    return false
+  end
+  if tree_or_nil(store['ast']) ~= nil or redis.call('LLEN', redo) > 0 then
+    return false
+  end
+  local only = nil
+  for i, consumer in ipairs(order) do
+    if room[consumer] > 0 then
+      if only ~= nil and not serial then
+        return false
+      end
+      if only == nil then
+        only = i
+      end
+    end
+  end
+  if only == nil or filters[order[only]] ~= nil then
+    return only == nil
+  end
+  local consumer = order[only]
+  local got = redis.call('XREADGROUP', 'GROUP', group, consumer, 'COUNT', room[consumer],
+    'STREAMS', stream, '>')
+  if got and #got[1][2] > 0 then
+    local at = only % #order + 1
+    if at ~= 1 then
+      redis.call('DEL', ring)
+      redis.call('RPUSH', ring, unpack(order, at))
+      redis.call('RPUSH', ring, unpack(order, 1, at - 1))
+    end
+    if consumer ~= me then
+      redis.call('XADD', bell, 'MAXLEN', 1, '*', 'r', 1)
+    end
+  end
+  return true
+end
+
 reap(stream, group, members, alive, ring, redo, delayed, counts, now)
 local order, room, total, busy, filters = rooms()
 local serial = spec['kind'] == 'serial'
@@ -228,6 +269,9 @@ if serial then
       total = math.max(total, room[consumer])
     end
   end
+end
+if total > 0 and #order > 0 and deal_direct(order, room, filters, serial) then
+  total = 0
 end
 if total > 0 and #order > 0 then
   local picks
