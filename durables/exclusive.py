@@ -24,7 +24,7 @@ from redis.exceptions import ResponseError
 from . import ids
 from .events import Event, event_from_entry
 from .leases import Lease, LeaseHolder
-from .replies import raw, server_errors, translate
+from .replies import entries_read, raw, server_errors, translate
 from .scripts import pipelined
 
 if TYPE_CHECKING:
@@ -115,7 +115,7 @@ class ExclusiveReader(LeaseHolder):
             if isinstance(answer, ResponseError):
                 raise translate(answer, self._context)  # LEASELOST: what was read stays pending
         self.client.maybe_housekeep(self.durable.channel.name)
-        return _entries(got)
+        return entries_read(got)
 
     def _wait(self, seconds: float) -> list[Any]:
         """Block until new events come and take them: one round trip on wake-up. Holders
@@ -127,7 +127,7 @@ class ExclusiveReader(LeaseHolder):
                 "COUNT", self.client.settings.read_batch, "BLOCK", max(1, int(seconds * 1000)),
                 "STREAMS", self._stream, ">",
             )  # fmt: skip
-        return _entries(reply)
+        return entries_read(reply)
 
     def _events(self, entries: Sequence[Any]) -> list[Event]:
         channel = self.durable.channel.name
@@ -195,11 +195,3 @@ class ExclusiveReader(LeaseHolder):
             self.client.scripts.release_exclusive(
                 keys=[self._lease, self._keep], args=[self.token, *(e.id for e in unhanded)]
             )
-
-
-def _entries(reply: Any) -> list[Any]:
-    """The entries of a one-stream XREADGROUP reply (RESP2 list or RESP3 map), or []."""
-    if not reply:
-        return []
-    streams = reply.values() if isinstance(reply, dict) else (entries for _, entries in reply)
-    return [entry for entries in streams for entry in entries]

@@ -80,3 +80,17 @@ def text(value: bytes | str) -> str:
 def raw(redis: Redis, *args: object) -> Any:
     """Send a command as is; its reply is parsed by redis-py's callback, if any."""
     return redis.execute_command(*args)  # type: ignore[no-untyped-call]
+
+
+def streams_read(reply: Any) -> list[tuple[Any, list[Any]]]:
+    """An XREAD / XREADGROUP reply as (stream key, entries) pairs, whether redis-py gave a
+    RESP2 list or a RESP3 map; [] when nothing came."""
+    if not reply:
+        return []
+    items = reply.items() if isinstance(reply, dict) else reply
+    return [(stream, list(entries)) for stream, entries in items]
+
+
+def entries_read(reply: Any) -> list[Any]:
+    """The entries of a one-stream XREAD / XREADGROUP reply, or []."""
+    return [entry for _, entries in streams_read(reply) for entry in entries]

@@ -19,7 +19,7 @@ from . import ids
 from .errors import DurablesError
 from .events import Event, event_from_entry
 from .keys import session_group
-from .replies import raw, server_errors
+from .replies import raw, server_errors, streams_read
 
 if TYPE_CHECKING:
     from .cache import LocalCache
@@ -109,10 +109,7 @@ class Delivery:
             self._deliver(channel, entries)
 
     def _by_channel(self, reply: Any) -> dict[str, list[Any]]:
-        if not reply:
-            return {}
-        items = reply.items() if isinstance(reply, dict) else reply
-        return {self._channel_of[stream]: list(entries) for stream, entries in items}
+        return {self._channel_of[stream]: entries for stream, entries in streams_read(reply)}
 
     def _deliver(self, channel: str, entries: list[Any]) -> None:
         done = []

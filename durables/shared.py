@@ -21,7 +21,7 @@ from redis.exceptions import ResponseError
 
 from .events import Event, event_from_entry
 from .leases import Lease, LeaseHolder
-from .replies import raw, server_errors, translate
+from .replies import entries_read, raw, server_errors, translate
 from .scripts import pipelined
 
 if TYPE_CHECKING:
@@ -132,7 +132,7 @@ class SharedReader(LeaseHolder):
         for answer in (reply, got):
             if isinstance(answer, ResponseError):
                 raise translate(answer, self._context)
-        return reply, got[0][1] if got else []
+        return reply, entries_read(got)
 
     def _events(self, entries: Sequence[Any], counts: dict[str, int]) -> list[Event]:
         channel, events = self.durable.channel.name, []
