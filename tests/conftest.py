@@ -77,3 +77,15 @@ def channel(client: durables.Client) -> durables.Channel:
 def cli(server_url: str, namespace: str) -> Cli:
     """The `durables` command against the test server, in the test's namespace."""
     return Cli(server_url, namespace)
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Iterator[Path]:
+    """A home of the test's own for the embedded server, stopped whatever the test did."""
+    from durables.server import EmbeddedServer
+
+    path = tmp_path / "home"
+    try:
+        yield path
+    finally:
+        EmbeddedServer(path).stop()

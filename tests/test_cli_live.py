@@ -224,16 +224,6 @@ def test_housekeep_every_repeats_until_ctrl_c(run_script: Any, channel: durables
 # -- the embedded server ----------------------------------------------------------------
 
 
-@pytest.fixture
-def home(tmp_path: Path) -> Iterator[Path]:
-    """A home of the test's own; its server is stopped whatever the test did."""
-    path = tmp_path / "home"
-    try:
-        yield path
-    finally:
-        EmbeddedServer(path).stop()
-
-
 def test_server_start_status_and_stop_through_the_cli(home: Path, namespace: str) -> None:
     cli = Cli(None, namespace, env={"DURABLES_HOME": str(home)})
     assert cli.json("server", "status") == {

@@ -9,7 +9,6 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -35,16 +34,6 @@ url = server.ensure_running()
 status = server.status()
 print(json.dumps({"url": url, "pid": status.pid, "port": status.port}))
 """
-
-
-@pytest.fixture
-def home(tmp_path: Path) -> Iterator[Path]:
-    """A fresh home whose server, whoever started it, is stopped after the test."""
-    path = tmp_path / "home"
-    try:
-        yield path
-    finally:
-        EmbeddedServer(path).stop()
 
 
 def ensure_running_elsewhere(home: Path, *, start_at: float = 0.0) -> subprocess.Popen[str]:

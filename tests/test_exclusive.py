@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import sys
 import textwrap
 import threading
 import time
@@ -15,6 +13,7 @@ import pytest
 import durables
 from durables import DurableInUseError, InvalidWindowError
 
+from .children import first_line, once_free, python_child
 from .conftest import FAST
 from .servers import RedisProcess
 
@@ -207,31 +206,13 @@ def test_holder_killed_with_kill9_loses_its_lease_and_the_next_consumer_gets_its
 ) -> None:
     dur = channel.durable("audit")
     publish(channel, 5)
-    proc = subprocess.Popen(
-        [sys.executable, "-c", HOLDER, server.url, namespace],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert proc.stdout is not None
-        assert proc.stdout.readline().split() == ["e1", "e2", "e3", "e4", "e5"]
+    with python_child(HOLDER, server.url, namespace) as proc:
+        assert first_line(proc).split() == ["e1", "e2", "e3", "e4", "e5"]
         with pytest.raises(DurableInUseError, match="doomed@"):
             dur.consumer("heir")
         os.kill(proc.pid, signal.SIGKILL)
-    finally:
-        proc.kill()
-        proc.wait()
-        assert proc.stdout is not None
-        proc.stdout.close()
     publish(channel, 2, start=6)
-    deadline = time.monotonic() + 10
-    while True:
-        try:
-            heir = dur.consumer("heir")
-            break
-        except DurableInUseError:
-            assert time.monotonic() < deadline, "the dead holder's lease never lapsed"
-            time.sleep(0.1)
+    heir = once_free(lambda: dur.consumer("heir"), DurableInUseError)
     with heir:
         got = fetch_all(heir, 7)
     assert [e.text for e in got] == [f"e{i}" for i in range(1, 8)]

@@ -5,8 +5,6 @@ from __future__ import annotations
 import logging
 import os
 import signal
-import subprocess
-import sys
 import textwrap
 import threading
 import time
@@ -17,6 +15,7 @@ import pytest
 import durables
 from durables import ALL_KEYS, ChannelNotFound, ConfigError, SessionInUseError, UnconnectedError
 
+from .children import first_line, once_free, python_child
 from .servers import RedisProcess
 
 
@@ -204,30 +203,14 @@ HOLDER = textwrap.dedent(
 def test_a_session_killed_with_kill9_resumes_within_its_timeout_with_nothing_lost(
     server: RedisProcess, namespace: str, client: durables.Client, prices: durables.Channel
 ) -> None:
-    proc = subprocess.Popen(
-        [sys.executable, "-c", HOLDER, server.url, namespace], stdout=subprocess.PIPE, text=True
-    )
-    try:
-        assert proc.stdout is not None
-        assert proc.stdout.readline().strip() == "ready"
+    with python_child(HOLDER, server.url, namespace) as proc:
+        assert first_line(proc) == "ready"
         with pytest.raises(SessionInUseError):
             client.session("phone", timeout=30)
         os.kill(proc.pid, signal.SIGKILL)
-    finally:
-        proc.kill()
-        proc.wait()
-        assert proc.stdout is not None
-        proc.stdout.close()
     for i in range(20):
         prices.publish(f"p{i}".encode(), key=f"k{i}")
-    deadline = time.monotonic() + 10
-    while True:
-        try:
-            s = client.session("phone", timeout=30)
-            break
-        except SessionInUseError:
-            assert time.monotonic() < deadline
-            time.sleep(0.1)
+    s = once_free(lambda: client.session("phone", timeout=30), SessionInUseError)
     rec = Recorder()
     with s:
         assert s.resumed

@@ -5,8 +5,6 @@ from __future__ import annotations
 import os
 import random
 import signal
-import subprocess
-import sys
 import textwrap
 import threading
 import time
@@ -17,6 +15,7 @@ import pytest
 import durables
 from durables import ConfigError, InvalidWindowError
 
+from .children import first_line, python_child
 from .servers import RedisProcess
 from .test_exclusive import fetch_all, publish
 
@@ -247,23 +246,10 @@ def crash_holding_a_window(
 ) -> list[str]:
     """Run a consumer process that takes a window of 5 events, then kill -9 it;
     returns the events it held."""
-    proc = subprocess.Popen(
-        [sys.executable, "-c", CRASHER, server.url, namespace],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert proc.stdout is not None
+    with python_child(CRASHER, server.url, namespace) as proc:
         publish(channel, events)
-        held = proc.stdout.readline().split()
+        held = first_line(proc).split()
         os.kill(proc.pid, signal.SIGKILL)
-    finally:
-        proc.kill()
-        proc.wait()
-        for stream in (proc.stdin, proc.stdout):
-            if stream is not None:
-                stream.close()
     return held
 
 
