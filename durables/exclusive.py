@@ -130,13 +130,15 @@ class ExclusiveReader(LeaseHolder):
         return entries_read(reply)
 
     def _events(self, entries: Sequence[Any]) -> list[Event]:
-        channel = self.durable.channel.name
+        channel, counts = self.durable.channel.name, self._counts
         selectors = [s for s in (self.durable.selector, self.selector) if s is not None]
         events = []
         for entry in entries:
-            event = event_from_entry(channel, entry, self._counts)
-            if event is None or not all(s.matches(event.key, event.properties) for s in selectors):
-                self._skipped = entry[0].decode()
+            event = event_from_entry(channel, entry, counts)
+            if event is None or (
+                selectors and not all(s.matches(event.key, event.properties) for s in selectors)
+            ):
+                self._skipped = entry[0].decode()  # acknowledged with the next cumulative ack
                 continue
             events.append(event)
         return events
