@@ -98,10 +98,7 @@ def channel(
     policy = cast("FullPolicy | None", full)  # click.Choice allowed only these
     client = state.client()
     info = client.channel(name, keyed=keyed, ttl=ttl, capacity=capacity, full=policy).info()
-    if as_json:
-        output.print_json(info)
-        return
-    output.show(output.fields_table(f"channel {info.name}", info))
+    output.show_record(f"channel {info.name}", info, as_json)
 
 
 @click.command("publish")

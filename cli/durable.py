@@ -40,10 +40,7 @@ def list_durables(state: State, channel_name: str, as_json: bool) -> None:
 def inspect(state: State, channel_name: str, durable_name: str, as_json: bool) -> None:
     """Show everything about one durable."""
     info = state.client().get_channel(channel_name).get_durable(durable_name).info()
-    if as_json:
-        output.print_json(info)
-        return
-    output.show(output.fields_table(f"durable {durable_name} on {channel_name}", info))
+    output.show_record(f"durable {durable_name} on {channel_name}", info, as_json)
 
 
 @click.command("create")

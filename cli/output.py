@@ -76,6 +76,14 @@ def fields_table(title: str, record: DataclassInstance) -> Table:
     return table(title, ("field", "value"), rows)
 
 
+def show_record(title: str, record: DataclassInstance, as_json: bool) -> None:
+    """One record: as JSON for machines, or a table of its fields for people."""
+    if as_json:
+        print_json(record)
+    else:
+        show(fields_table(title, record))
+
+
 def cell(value: object) -> str:
     if value is None:
         return "[dim]-[/dim]"

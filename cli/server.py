@@ -66,7 +66,4 @@ def status(as_json: bool) -> None:
     With its pid, port, URL, version and home.
     """
     found = _server().status()
-    if as_json:
-        output.print_json(found)
-        return
-    output.show(output.fields_table("embedded server", found))
+    output.show_record("embedded server", found, as_json)

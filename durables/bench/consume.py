@@ -13,7 +13,8 @@ consumers, each in its own thread (asyncio tasks for the peer), reading
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 
 import redis
 
@@ -21,7 +22,7 @@ import durables
 
 from .env import PREFETCH, RAW_GROUP, RAW_STREAM, Env, message, xadd_batches
 from .peer import DURABLE, STREAM, add_durables, fetch_step, jetstream, prefill
-from .results import Rate, Row, Target, Unsupported, all_of, at_least
+from .results import Rate, Row, Target, all_of, at_least
 from .scenario import Throughput
 from .workers import Step, batches, run_tasks, run_workers
 
@@ -84,6 +85,20 @@ class RawConsumer:
             self.unacked = []
 
 
+@contextmanager
+def consumers(durable: durables.Durable, count: int) -> Iterator[list[durables.Consumer]]:
+    """`count` auto-ack consumers (prefetch on shared and serial), closed on leaving."""
+    prefetch = None if durable.kind == "exclusive" else PREFETCH
+    opened: list[durables.Consumer] = []
+    try:
+        for i in range(count):
+            opened.append(durable.consumer(f"w{i}", prefetch=prefetch, auto_ack=True))
+        yield opened
+    finally:
+        for consumer in opened:
+            consumer.close()
+
+
 class Consume(Throughput):
     """Consume + ack with `consumers` consumers on a durable of `kind`."""
 
@@ -102,20 +117,10 @@ class Consume(Throughput):
             channel = client.channel("consume")
             durable = channel.durable("work", kind=self.kind)
             fill_channel(channel, self.count(env))
-            prefetch = None if self.kind == "exclusive" else PREFETCH
-            opened: list[durables.Consumer] = []
-            try:
-                for i in range(self.consumers):
-                    try:
-                        opened.append(durable.consumer(f"w{i}", prefetch=prefetch, auto_ack=True))
-                    except NotImplementedError as exc:
-                        raise Unsupported(str(exc)) from exc
+            with consumers(durable, self.consumers) as opened:
                 meter = env.meter("durables")
                 rate = run_workers([durables_step(c) for c in opened], self.count(env))
                 return meter.rate(rate.events, rate.seconds)
-            finally:
-                for consumer in opened:
-                    consumer.close()
 
     def raw(self, env: Env) -> Rate:
         clients = [env.redis() for _ in range(self.consumers)]

@@ -30,11 +30,11 @@ from typing import IO, TYPE_CHECKING
 
 import durables
 
-from .consume import RawConsumer
+from .consume import RawConsumer, consumers
 from .env import PREFETCH, Env
 from .peer import DURABLE, STREAM, add_durables, jetstream
 from .producer import LATENCY_CHANNEL, age_ms
-from .results import VARIANTS, Latencies, Row, Target, Unsupported, Variant, at_most
+from .results import VARIANTS, Latencies, Row, Target, Variant, at_most
 from .scenario import Compared
 from .workers import AsyncStep, Step, run_tasks, run_workers
 
@@ -125,20 +125,12 @@ class Latency(Compared[Latencies]):
     def durables(self, env: Env) -> Latencies:
         with env.durables() as client:
             durable = client.channel(LATENCY_CHANNEL).durable("work", kind=self.kind)
-            prefetch = None if self.kind == "exclusive" else PREFETCH
-            opened: list[durables.Consumer] = []
-            try:
-                for i in range(self.consumers):
-                    try:
-                        opened.append(durable.consumer(f"w{i}", prefetch=prefetch, auto_ack=True))
-                    except NotImplementedError as exc:
-                        raise Unsupported(str(exc)) from exc
-                with producing("durables", env.redis_url, self.count(env)) as recorder:
-                    run_workers([_durables_step(c, recorder) for c in opened], self.count(env))
-                return recorder.result()
-            finally:
-                for consumer in opened:
-                    consumer.close()
+            with (
+                consumers(durable, self.consumers) as opened,
+                producing("durables", env.redis_url, self.count(env)) as recorder,
+            ):
+                run_workers([_durables_step(c, recorder) for c in opened], self.count(env))
+            return recorder.result()
 
     def raw(self, env: Env) -> Latencies:
         clients = [env.redis() for _ in range(self.consumers)]
