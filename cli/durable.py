@@ -141,7 +141,7 @@ class _Tail:
         """Fetched but never printed (past --count, or cut short by Ctrl-C)."""
 
     def run(self, count: int | None) -> None:
-        timeout = self.consumer.durable.client.settings.block_s
+        timeout = self.consumer.block_s
         while count is None or count > 0:
             self.unprinted = self.consumer.fetch(timeout=timeout)
             while self.unprinted and (count is None or count > 0):

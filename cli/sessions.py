@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import click
 
-from durables import session_store
-
 from . import output
 from .context import State, json_option, pass_state
 
@@ -19,18 +17,18 @@ def sessions(state: State, alert_count: int, as_json: bool) -> None:
     """Durable client sessions: live or away, timeout, interests; and recent alerts
     (such as sessions that expired)."""
     client = state.client()
-    now = session_store.server_ms(client)
+    now = client.server_ms()
     rows: list[dict[str, object]] = []
     table_rows: list[tuple[object, ...]] = []
     for record in client.sessions():
-        live = session_store.is_live(client, record.id)
+        live = client.session_live(record.id)
         away = None if live else round((now - record.away_since()) / 1000, 1)
         state_name, timeout_s = ("live" if live else "away"), record.timeout_ms / 1000
         interests = {c: i.to_dict() for c, i in record.interests.items()}
         rows.append({"id": record.id, "state": state_name, "away_s": away,
                      "timeout_s": timeout_s, "interests": interests})  # fmt: skip
         table_rows.append((record.id, state_name, away, timeout_s, ", ".join(interests)))
-    alerts = session_store.alerts(client, alert_count) if alert_count else []
+    alerts = client.alerts(alert_count) if alert_count else []
     if as_json:
         output.print_json({"sessions": rows, "alerts": alerts})
         return

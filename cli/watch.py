@@ -30,7 +30,7 @@ def snapshot(client: durables.Client) -> list[Snapshot]:
     frames = []
     for info in client.channels():
         try:
-            found = durables.Channel(client, info.name).durables()
+            found = client.get_channel(info.name).durables()
         except (durables.ChannelNotFound, durables.DurableNotFound):
             continue
         frames.append(Snapshot(info, found))

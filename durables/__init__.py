@@ -8,6 +8,7 @@ from .client import Client, connect
 from .consumer import Consumer
 from .durable import Durable, DurableInfo, Kind
 from .errors import (
+    AccessDeniedError,
     ChannelFullError,
     ChannelNotFound,
     ConfigError,
@@ -20,6 +21,7 @@ from .errors import (
     InvalidNameError,
     InvalidStartError,
     InvalidWindowError,
+    LeaseLostError,
     PayloadError,
     SelectorError,
     ServerError,
@@ -29,7 +31,7 @@ from .errors import (
     UnconnectedError,
 )
 from .events import Event, Message
-from .housekeeping import HousekeepReport
+from .records import HousekeepReport
 from .session import ALL_KEYS, Session
 from .settings import Settings
 from .subscription import Subscription
@@ -58,6 +60,7 @@ __all__ = [
     "LocalCache",
     "Session",
     # errors
+    "AccessDeniedError",
     "ChannelFullError",
     "ChannelNotFound",
     "ConfigError",
@@ -70,6 +73,7 @@ __all__ = [
     "InvalidNameError",
     "InvalidStartError",
     "InvalidWindowError",
+    "LeaseLostError",
     "PayloadError",
     "SelectorError",
     "ServerError",

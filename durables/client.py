@@ -1,31 +1,41 @@
-"""The entry point: `connect()` and the `Client` that owns one Redis connection pool."""
+"""The entry point: `connect()` and the `Client`, a thin front over one context.
+
+The client picks a transport from the URL, opens an executor (and one apart for the
+heartbeat), starts the runtime that owns its threads, and hands a `Context` to
+everything it makes. It holds no logic of its own beyond that.
+"""
 
 from __future__ import annotations
 
-import time
+from collections.abc import Iterator
 from types import TracebackType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-import redis
-from redis.exceptions import RedisError
-
-from . import keys, names
-from .channel import Channel, ChannelInfo, FullPolicy, channel_infos
-from .errors import ChannelNotFound, ConfigError, ConnectionLostError, ServerVersionError
-from .housekeeping import HousekeepReport, housekeep, trim_channel
+from . import session_store
+from .channel import Channel, channel_infos, get_channel, open_channel
+from .context import Context
+from .errors import ConfigError, ServerVersionError
+from .executor import Executor
+from .housekeeping import housekeep
 from .leases import Heartbeat
-from .replies import server_errors, text
-from .scripts import Scripts
+from .ops import base as op
+from .ops import channels as channel_ops
+from .records import ChannelInfo, FullPolicy, HousekeepReport, SessionRecord
+from .retention import trim_channel
+from .runtime import Housekeeper, Runtime
+from .server import EmbeddedServer
+from .session import Session
 from .settings import Settings, load_settings
+from .transport import transport_for
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
-
-    from .session import Session
-    from .session_store import SessionRecord
+    import redis
 
 MIN_REDIS = (7, 0, 0)
 MIN_VALKEY = (7, 2, 0)
+HEARTBEAT_TIMEOUT_FRACTION = 0.25
+"""The heartbeat's socket timeout as a part of the lease: a hung renewal gives up in time
+for the next beat (a third of the lease) to try again."""
 
 
 def connect(url: str | None = None, **settings: object) -> Client:
@@ -52,46 +62,52 @@ def check_server_version(info: dict[str, object]) -> str:
     return f"redis {redis_version}"
 
 
+def _info(reply: Any) -> dict[str, object]:
+    return dict(reply)
+
+
 class Client:
     """A connection to one server and the durables state in one namespace."""
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
-        self.url = settings.url or self._embedded_url()
+        self.url = (
+            settings.url or EmbeddedServer(settings.home_dir, fsync=settings.fsync).ensure_running()
+        )
         self.namespace = settings.namespace
-        self.redis = self._open(self.url)
-        self.scripts = Scripts(self.redis)
-        self.heartbeat = Heartbeat(self.lease_ms)
-        self._housekeep_due: dict[str, float] = {}
-
-    def _embedded_url(self) -> str:
-        from .server import EmbeddedServer
-
-        return EmbeddedServer(self.settings.home_dir, fsync=self.settings.fsync).ensure_running()
-
-    def _open(self, url: str) -> redis.Redis:
+        self.transport = transport_for(self.url)
+        executor = Executor(
+            self.transport.connect(settings.socket_timeout_s, settings.connect_timeout_s)
+        )
         try:
-            conn = redis.Redis.from_url(
-                url,
-                socket_timeout=self.settings.socket_timeout_s,
-                socket_connect_timeout=self.settings.connect_timeout_s,
-            )
-        except ValueError as exc:
-            raise ConfigError(f"malformed server URL {url!r}: {exc}") from None
-        try:
-            with server_errors(f"cannot reach {url}"):
-                self.server_version = check_server_version(conn.info("server"))
+            info = executor.run(op.command("INFO", "server", parse=_info,
+                                           context=f"cannot reach {self.url}"))  # fmt: skip
+            self.server_version = check_server_version(info)
         except BaseException:
-            conn.close()
+            executor.close()
             raise
-        return conn
+        beat_timeout = max(0.05, settings.lease_timeout_s * HEARTBEAT_TIMEOUT_FRACTION)
+        heartbeat = Heartbeat(
+            Executor(self.transport.connect(beat_timeout, settings.connect_timeout_s)),
+            int(settings.lease_timeout_s * 1000),
+        )
+        housekeeper = Housekeeper(self._trim, settings.housekeep_interval_s)
+        self.ctx = Context(executor, settings, Runtime(heartbeat, housekeeper))
+
+    def _trim(self, channel: str) -> int:
+        return trim_channel(self.ctx, self.ctx.keys(channel))
+
+    @property
+    def redis(self) -> redis.Redis:
+        """The redis-py client underneath (for looking at server state by hand)."""
+        return self.ctx.executor.redis
 
     @property
     def lease_ms(self) -> int:
-        return int(self.settings.lease_timeout_s * 1000)
+        return self.ctx.lease_ms
 
-    def keys(self, channel: str) -> keys.ChannelKeys:
-        return keys.ChannelKeys(self.namespace, channel)
+    def keys(self, channel: str) -> Any:
+        return self.ctx.keys(channel)
 
     def channel(
         self,
@@ -108,35 +124,18 @@ class Client:
         what a full channel does: 'reject' (raise `ChannelFullError`, the default) or
         'drop_oldest'.
         """
-        names.channel_name(name)
-        options = _channel_options(keyed, ttl, capacity, full)
-        k = self.keys(name)
-        with server_errors(f"channel {name!r}"):
-            pipe = self.redis.pipeline(transaction=False)
-            pipe.hsetnx(k.meta, "created_ms", int(time.time() * 1000))
-            if options:
-                pipe.hset(k.meta, mapping=options)  # type: ignore[arg-type]
-            pipe.sadd(keys.registry(self.namespace), name)
-            pipe.execute()
-        return Channel(self, name)
+        return open_channel(self.ctx, name, _channel_options(keyed, ttl, capacity, full))
 
     def get_channel(self, name: str) -> Channel:
         """An existing channel; `ChannelNotFound` otherwise."""
-        names.channel_name(name)
-        with server_errors(f"channel {name!r}"):
-            exists = self.redis.exists(self.keys(name).meta)
-        if not exists:
-            raise ChannelNotFound(f"channel {name!r} does not exist")
-        return Channel(self, name)
+        return get_channel(self.ctx, name)
 
     def channel_names(self) -> list[str]:
-        with server_errors("listing channels"):
-            members = self.redis.smembers(keys.registry(self.namespace))
-        return sorted(text(m) for m in members)
+        return self.ctx.executor.run(channel_ops.names(self.namespace))
 
     def channels(self) -> list[ChannelInfo]:
         """Every channel in the namespace, with its length, first and last ids and durables."""
-        return channel_infos(self, self.channel_names())
+        return channel_infos(self.ctx, self.channel_names())
 
     def session(self, session_id: str, timeout: float = 60.0) -> Session:
         """Create or resume the durable client session `session_id` (see `durables.session`).
@@ -144,37 +143,33 @@ class Client:
         `timeout` (seconds): how long the session's queue and durable interests outlive a
         disconnect. `SessionInUseError` if the session is live in another client.
         """
-        from .session import Session
-
-        return Session(self, session_id, timeout)
+        return Session(self.ctx, session_id, timeout)
 
     def sessions(self) -> list[SessionRecord]:
         """Every session's record (id, timeout, last seen, interests)."""
-        from . import session_store
+        return session_store.records(self.ctx)
 
-        found = (session_store.load(self, i) for i in session_store.session_ids(self))
-        return [record for record in found if record is not None]
+    def session_live(self, session_id: str) -> bool:
+        """Whether some client holds the session live now."""
+        return session_store.is_live(self.ctx, session_id)
+
+    def alerts(self, count: int = 100) -> list[dict[str, Any]]:
+        """Recent alerts (expired sessions, ...), newest first."""
+        return session_store.alerts(self.ctx, count)
+
+    def server_ms(self) -> int:
+        """The server's clock, in milliseconds."""
+        return session_store.server_ms(self.ctx)
 
     def housekeep(self) -> HousekeepReport:
         """One round of housekeeping on every channel now: trims acknowledged and expired events."""
-        return housekeep(self)
-
-    def maybe_housekeep(self, channel: str) -> None:
-        """Trim `channel` if this client has not done so for `housekeep_interval_s`."""
-        now = time.monotonic()
-        due = self._housekeep_due.setdefault(channel, now + self.settings.housekeep_interval_s)
-        if now < due:
-            return
-        self._housekeep_due[channel] = now + self.settings.housekeep_interval_s
-        try:
-            trim_channel(self, channel)
-        except (RedisError, ConnectionLostError, ChannelNotFound):
-            self._housekeep_due[channel] = 0.0  # opportunistic: the next caller tries again
+        return housekeep(self.ctx)
 
     def close(self) -> None:
-        """Stop the heartbeat and close the connection pool."""
-        self.heartbeat.close()
-        self.redis.close()
+        """Stop every thread this client started (subscriptions and session deliveries first,
+        then housekeeping and the heartbeat), then close the connection pool."""
+        self.ctx.runtime.close()
+        self.ctx.executor.close()
 
     def __enter__(self) -> Client:
         return self
@@ -185,7 +180,7 @@ class Client:
         self.close()
 
     def __iter__(self) -> Iterator[Channel]:
-        return (Channel(self, n) for n in self.channel_names())
+        return (Channel(self.ctx, n) for n in self.channel_names())
 
 
 def _channel_options(

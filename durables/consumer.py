@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING, Protocol
 from .errors import ConsumerClosedError
 
 if TYPE_CHECKING:
-    from .durable import Durable
     from .events import Event
 
 
@@ -28,6 +27,8 @@ class Reader(Protocol):
     rolled-back event may be acknowledged before a re-subscription)."""
     notices: list[str]
     """Asynchronous notices from the durable, such as another consumer's filter taking over."""
+    lock: threading.RLock
+    """Guards the reader's state and the consumer's outstanding events: one lock per consumer."""
 
     def attach(self) -> None: ...
 
@@ -46,17 +47,20 @@ class Reader(Protocol):
 class Consumer:
     """A consumer attached to a durable from creation until `close()`."""
 
-    def __init__(self, durable: Durable, reader: Reader, *, auto_ack: bool) -> None:
-        self.durable = durable
+    def __init__(self, reader: Reader, *, auto_ack: bool, label: str, block_s: float) -> None:
+        self.label = label
+        """What it consumes, for messages and thread names: `Durable('orders', 'billing')`."""
+        self.block_s = block_s
+        """Longest single wait when iterating, so closing takes effect promptly."""
         self.auto_ack = auto_ack
         self.reader = reader
         self._outstanding: list[Event] = []
-        self._lock = threading.RLock()  # a listener may ack from another thread
+        self._lock = reader.lock  # a listener may ack from another thread
         self._closed = False
         reader.attach()
 
     def __repr__(self) -> str:
-        return f"Consumer({self.durable!r}, auto_ack={self.auto_ack})"
+        return f"Consumer({self.label}, auto_ack={self.auto_ack})"
 
     @property
     def closed(self) -> bool:
@@ -94,7 +98,7 @@ class Consumer:
     def __iter__(self) -> Iterator[Event]:
         """Events one by one, waiting as long as it takes; stop by breaking out or closing."""
         while not self._closed:
-            yield from self.fetch(timeout=self.durable.client.settings.block_s)
+            yield from self.fetch(timeout=self.block_s)
 
     def commit(self) -> None:
         """Acknowledge every fetched event not yet acknowledged or rolled back."""

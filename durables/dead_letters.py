@@ -8,69 +8,39 @@ acknowledges it on the durable. From there it can be read and replayed.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from .events import Message
-from .replies import server_errors, text
+from .events import encode_event
+from .ops import durables as ops
+from .publishing import publish_flat
+from .records import DeadLetter
 
 if TYPE_CHECKING:
-    from .durable import Durable
+    from .context import Context
+    from .keys import ChannelKeys
 
 
-@dataclass(frozen=True)
-class DeadLetter:
-    """An event a durable stopped redelivering, and why."""
-
-    id: str
-    origin_id: str
-    data: bytes
-    key: str | None
-    raw_properties: bytes | None
-    reason: str
-    deliveries: int
-
-    @property
-    def text(self) -> str:
-        return self.data.decode("utf-8")
-
-
-def _dead_letter(entry_id: Any, fields: Any) -> DeadLetter:
-    key = fields.get(b"k")
-    return DeadLetter(
-        id=text(entry_id),
-        origin_id=text(fields.get(b"origin", b"")),
-        data=fields.get(b"d", b""),
-        key=text(key) if key is not None else None,
-        raw_properties=fields.get(b"p"),
-        reason=text(fields.get(b"reason", b"")),
-        deliveries=int(fields.get(b"deliveries", b"0")),
-    )
-
-
-def dead_letters(durable: Durable, count: int | None = None) -> list[DeadLetter]:
+def dead_letters(ctx: Context, k: ChannelKeys, durable: str, count: int | None) -> list[DeadLetter]:
     """The durable's dead letters, oldest first."""
-    with server_errors(f"dead letters of {durable.name!r}"):
-        entries = durable.client.redis.xrange(durable.channel.keys.dead(durable.name), count=count)
-    return [_dead_letter(entry_id, fields or {}) for entry_id, fields in entries or []]
+    return ctx.executor.run(ops.dead_letters(k, durable, count))
 
 
-def replay(durable: Durable, count: int | None = None) -> int:
+def replay(ctx: Context, k: ChannelKeys, durable: str, count: int | None = None) -> int:
     """Publish dead letters to the channel again (as new events) and drop them here.
 
     Every durable on the channel sees a replayed event again, as a new event.
     """
-    letters = dead_letters(durable, count)
+    letters = dead_letters(ctx, k, durable, count)
     if not letters:
         return 0
-    durable.channel.publish_many(
-        Message(
-            d.data,
-            d.key,
-            json.loads(d.raw_properties) if d.raw_properties else None,
-        )
-        for d in letters
-    )
-    with server_errors(f"dead letters of {durable.name!r}"):
-        durable.client.redis.xdel(durable.channel.keys.dead(durable.name), *(d.id for d in letters))
+    limit = ctx.settings.max_payload_bytes
+    flat: list[bytes] = []
+    for d in letters:
+        props = json.loads(d.raw_properties) if d.raw_properties else None
+        flat += encode_event(d.data, d.key, props, limit)
+    publish_flat(ctx, k, flat)
+    ctx.executor.run(ops.drop_dead_letters(k, durable, [d.id for d in letters]))
     return len(letters)
+
+
+__all__ = ["DeadLetter", "dead_letters", "replay"]

@@ -8,63 +8,26 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, get_args
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
-from . import ids, names
+from . import dead_letters, ids, names
 from .consumer import Consumer, Reader
-from .dead_letters import DeadLetter, dead_letters, replay
 from .errors import ConfigError, DurableExistsError, DurableNotFound, InvalidWindowError
-from .replies import raw, server_errors, text
+from .exclusive import ExclusiveReader
+from .ops import durables as ops
+from .records import KINDS, DeadLetter, DurableInfo, DurableSpec, Kind
 from .selector import Selector, compile_filter
+from .shared import SharedReader
+from .subscription import Subscription
 
 if TYPE_CHECKING:
-    from .channel import Channel
+    from .context import Context
     from .events import Event
-    from .subscription import Subscription
+    from .keys import ChannelKeys
 
-Kind = Literal["exclusive", "shared", "serial"]
-KINDS: tuple[str, ...] = get_args(Kind)
-SCAN_CHUNK = 1000
-POOL = "_pool"
-"""The dispatcher's pseudo-consumer: events waiting to be dealt (again) are pending under it."""
-
-
-@dataclass(frozen=True)
-class DurableSpec:
-    """What defines a durable; stored as JSON beside the consumer group."""
-
-    kind: Kind
-    filter: str | None
-    start: str
-    created_ms: int
-    max_deliveries: int | None = None
-    """Deliveries after which a rolled-back event goes to the dead letters (shared, serial)."""
-    ast: list[object] | None = None
-    """The filter's syntax tree, for the dispatcher's Lua evaluator."""
-
-    def to_json(self) -> str:
-        return json.dumps(self.__dict__, separators=(",", ":"))
-
-    @classmethod
-    def from_json(cls, raw: bytes | str) -> DurableSpec:
-        return cls(**json.loads(raw))
-
-
-@dataclass(frozen=True)
-class DurableInfo:
-    """A durable's state at one moment."""
-
-    channel: str
-    name: str
-    kind: Kind
-    filter: str | None
-    start: str
-    depth: int
-    transaction_depth: int
-    last_delivered_id: str
-    consumers: tuple[str, ...]
+POOL = ops.POOL
+SCAN_CHUNK = ops.SCAN_CHUNK
 
 
 def _group_start(start: str) -> tuple[str, str, str]:
@@ -78,7 +41,8 @@ def _group_start(start: str) -> tuple[str, str, str]:
 
 
 def create_durable(
-    channel: Channel,
+    ctx: Context,
+    k: ChannelKeys,
     name: str,
     kind: str,
     start: str,
@@ -102,56 +66,48 @@ def create_durable(
         max_deliveries,
         selector.to_json() if selector else None,
     )
-    k = channel.keys
-    with server_errors(f"durable {name!r} on {channel.name!r}"):
-        _, raw = channel.client.scripts.create_durable(
-            keys=[k.stream, k.meta, k.durables],
-            args=[name, spec.to_json(), group_start, must_exist],
-        )
-    stored = DurableSpec.from_json(raw)
+    stored = ctx.executor.run(ops.create(k, name, spec, group_start, must_exist))
     if (stored.kind, stored.filter) != (spec.kind, spec.filter):
         raise DurableExistsError(
-            f"durable {name!r} on {channel.name!r} exists as kind={stored.kind!r} "
+            f"durable {name!r} on {k.channel!r} exists as kind={stored.kind!r} "
             f"filter={stored.filter!r}; asked for kind={kind!r} filter={text!r}"
         )
-    return Durable(channel, name, stored, selector)
+    return Durable(ctx, k, name, stored, selector)
+
+
+def load_durable(ctx: Context, k: ChannelKeys, name: str) -> Durable:
+    """An existing durable; `DurableNotFound` otherwise."""
+    spec = ctx.executor.run(ops.load_spec(k, name))
+    if spec is None:
+        raise DurableNotFound(f"durable {name!r} does not exist on channel {k.channel!r}")
+    return Durable(ctx, k, name, spec, compile_filter(spec.filter))
 
 
 class Durable:
     """A handle on one durable; cheap to make, state lives on the server."""
 
     def __init__(
-        self, channel: Channel, name: str, spec: DurableSpec, selector: Selector | None
+        self, ctx: Context, k: ChannelKeys, name: str, spec: DurableSpec, selector: Selector | None
     ) -> None:
-        self.channel = channel
-        self.client = channel.client
+        self.ctx = ctx
+        self.keys = k
+        self.channel_name = k.channel
         self.name = name
         self.spec = spec
         self.selector = selector
 
     def __repr__(self) -> str:
-        return f"Durable({self.channel.name!r}, {self.name!r}, kind={self.kind!r})"
-
-    @classmethod
-    def load(cls, channel: Channel, name: str) -> Durable:
-        with server_errors(f"durable {name!r} on {channel.name!r}"):
-            raw = channel.client.redis.hget(channel.keys.durables, name)
-        if raw is None:
-            raise DurableNotFound(f"durable {name!r} does not exist on channel {channel.name!r}")
-        spec = DurableSpec.from_json(raw)
-        return cls(channel, name, spec, compile_filter(spec.filter))
+        return f"Durable({self.channel_name!r}, {self.name!r}, kind={self.kind!r})"
 
     @property
     def kind(self) -> Kind:
         return self.spec.kind
 
     def _group(self) -> dict[str, Any]:
-        with server_errors(f"durable {self.name!r}"):
-            groups = self.client.redis.xinfo_groups(self.channel.keys.stream)
-        for group in groups:
-            if text(group["name"]) == self.name:
-                return group
-        raise DurableNotFound(f"durable {self.name!r} does not exist on {self.channel.name!r}")
+        group = ops.find_group(self.ctx.executor.run(ops.groups(self.keys, self.name)), self.name)
+        if group is None:
+            raise DurableNotFound(f"durable {self.name!r} does not exist on {self.channel_name!r}")
+        return group
 
     def depth(self) -> int:
         """Events waiting to be delivered to this durable (matching its filter), including
@@ -160,33 +116,24 @@ class Durable:
 
     def _depths(self, group: dict[str, Any]) -> tuple[int, int]:
         """(depth, transaction depth) of the durable, from its XINFO GROUPS entry."""
-        waiting = self._pool_size() if self.kind != "exclusive" and group["pending"] else 0
+        waiting = 0
+        if self.kind != "exclusive" and group["pending"]:
+            waiting = self.ctx.executor.run(ops.pool_size(self.keys, self.name))
         if self.selector is None and group.get("lag") is not None:
             new = int(group["lag"])
         else:
-            new = self._count_after(text(group["last-delivered-id"]))
+            new = self._count_after(group["last-delivered-id"].decode())
         return new + waiting, int(group["pending"]) - waiting
-
-    def _pool_size(self) -> int:
-        """Events pending under the dispatcher's pool: handed back, waiting to be dealt."""
-        with server_errors(f"durable {self.name!r}"):
-            summary = raw(self.client.redis, "XPENDING", self.channel.keys.stream, self.name)
-        for consumer in summary.get("consumers") or ():
-            if text(consumer["name"]) == POOL:
-                return int(consumer["pending"])
-        return 0
 
     def _count_after(self, position: str) -> int:
         """Events after `position` that match the filter, counted by the server in slices."""
         tree = json.dumps(self.selector.to_json() if self.selector else ["lit", True])
         count = 0
         while position:
-            with server_errors(f"durable {self.name!r}"):
-                found, last = self.client.scripts.count_matching(
-                    keys=[self.channel.keys.stream], args=[tree, position, SCAN_CHUNK, "count"]
-                )
-            count += int(found)
-            position = text(last)
+            found, position = self.ctx.executor.run(
+                ops.count_matching(self.keys, self.name, tree, position)
+            )
+            count += found
         return count
 
     def transaction_depth(self) -> int:
@@ -197,43 +144,33 @@ class Durable:
         group = self._group()
         depth, transaction_depth = self._depths(group)
         return DurableInfo(
-            channel=self.channel.name,
+            channel=self.channel_name,
             name=self.name,
             kind=self.kind,
             filter=self.spec.filter,
             start=self.spec.start,
             depth=depth,
             transaction_depth=transaction_depth,
-            last_delivered_id=text(group["last-delivered-id"]),
-            consumers=self._consumers(),
+            last_delivered_id=group["last-delivered-id"].decode(),
+            consumers=tuple(self._consumers()),
         )
 
-    def _consumers(self) -> tuple[str, ...]:
-        keys = self.channel.keys
-        with server_errors(f"durable {self.name!r}"):
-            if self.kind != "exclusive":
-                return tuple(
-                    sorted(text(m) for m in self.client.redis.hkeys(keys.members(self.name)))
-                )
-            holder = self.client.redis.get(keys.lease(self.name))
-        return (text(holder),) if holder else ()
+    def _consumers(self) -> list[str]:
+        if self.kind == "exclusive":
+            return self.ctx.executor.run(ops.holder(self.keys, self.name))
+        return self.ctx.executor.run(ops.members(self.keys, self.name))
 
     def dead_letters(self, count: int | None = None) -> list[DeadLetter]:
         """Events given up on after `max_deliveries`, oldest first."""
-        return dead_letters(self, count)
+        return dead_letters.dead_letters(self.ctx, self.keys, self.name, count)
 
     def replay_dead_letters(self, count: int | None = None) -> int:
         """Publish dead letters to the channel again as new events; returns how many."""
-        return replay(self, count)
+        return dead_letters.replay(self.ctx, self.keys, self.name, count)
 
     def delete(self) -> bool:
         """Delete the durable; its events stay on the channel for the other durables."""
-        k = self.channel.keys
-        with server_errors(f"durable {self.name!r}"):
-            done = self.client.scripts.delete_durable(
-                keys=[k.stream, k.durables, *k.per_durable(self.name)], args=[self.name]
-            )
-        return bool(done)
+        return self.ctx.executor.run(ops.delete(self.keys, self.name))
 
     def consumer(
         self,
@@ -267,17 +204,17 @@ class Durable:
         consumer_name = names.consumer_name(name) if name is not None else "consumer"
         if auto_ack is None:
             auto_ack = window is None  # seed 004: a window means explicit acknowledgement
+        own = compile_filter(filter)
         reader: Reader
         if self.kind == "exclusive":
-            from .exclusive import ExclusiveReader
-
-            reader = ExclusiveReader(self, consumer_name, compile_filter(filter))
+            selectors = [s for s in (self.selector, own) if s is not None]
+            reader = ExclusiveReader(self.ctx, self.keys, self.name, consumer_name, selectors)
         else:
-            from .shared import SharedReader
-
-            size = window or self.client.settings.client_queue_window
-            reader = SharedReader(self, consumer_name, size, compile_filter(filter), on_notice)
-        return Consumer(self, reader, auto_ack=auto_ack)
+            size = window or self.ctx.settings.client_queue_window
+            reader = SharedReader(self.ctx, self.keys, self.name, self.kind, consumer_name,
+                                  size, own, on_notice)  # fmt: skip
+        return Consumer(reader, auto_ack=auto_ack, label=repr(self),
+                        block_s=self.ctx.settings.block_s)  # fmt: skip
 
     def subscribe(
         self,
@@ -290,14 +227,13 @@ class Durable:
         on_notice: Callable[[str], object] | None = None,
     ) -> Subscription:
         """Deliver events to `listener(event)` on a background thread until `close()`."""
-        from .subscription import Subscription
-
         self._check_window(window)
         if window is not None and (_not_int(window) or window == 0):
             raise InvalidWindowError(f"window must be a positive int, got {window!r}")
         if window is not None and window < 0 and self.kind != "exclusive":
-            window = self.client.settings.client_queue_window  # seed 004: negative = default
-        return Subscription(self._attach(name, window, auto_ack, filter, on_notice), listener)
+            window = self.ctx.settings.client_queue_window  # seed 004: negative = default
+        consumer = self._attach(name, window, auto_ack, filter, on_notice)
+        return Subscription(consumer, listener, self.ctx.runtime)
 
     def _check_window(self, size: int | None) -> None:
         if size is not None and self.kind == "exclusive":
@@ -311,5 +247,5 @@ def _not_int(value: object) -> bool:
     return not isinstance(value, int) or isinstance(value, bool)
 
 
-def durable_infos(channel: Channel, durables: Sequence[str]) -> list[DurableInfo]:
-    return [Durable.load(channel, name).info() for name in durables]
+__all__ = ["POOL", "Durable", "DurableInfo", "DurableSpec", "Kind", "create_durable",
+           "load_durable"]  # fmt: skip

@@ -87,3 +87,13 @@ class SessionExpiredError(DurablesError):
 
 class ConsumerClosedError(DurablesError):
     """The consumer or subscription is closed (or lost its lease) and cannot be used."""
+
+
+class LeaseLostError(DurableInUseError, ConsumerClosedError):
+    """A consumer's lease lapsed (it stopped heart-beating, or another took over): it may
+    neither read nor acknowledge any more; what it held is delivered again, marked."""
+
+
+class AccessDeniedError(DurablesError, PermissionError):
+    """The server's ACL refused a key or command (NOPERM): the user may need `~<namespace>:*`
+    and the stream, hash, set and scripting commands."""

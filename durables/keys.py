@@ -5,8 +5,8 @@ in one slot and every Lua script runs unchanged on Redis Cluster:
 
     <ns>:channels                     set of channel names (the registry; plain commands only)
     <ns>:sessions                     set of durable client session ids
-    <ns>:session:<id>                 hash: a session's record (timeout, last seen, interests)
-    <ns>:session:<id>:live            string: token of the live client of the session, PX lease
+    <ns>:session:{<id>}               hash: a session's record (timeout, last seen, interests)
+    <ns>:session:{<id>}:live          string: token of the live client of the session, PX lease
     <ns>:alerts                       list: recent alerts for the admin (newest first, capped)
     <ns>:{<ch>}:s                     the stream: one entry per event
     <ns>:{<ch>}:meta                  hash: created_ms, ttl_ms, capacity, full, keyed
@@ -53,13 +53,13 @@ def sessions(ns: str) -> str:
 
 
 def session(ns: str, session_id: str) -> str:
-    """A session's record."""
-    return f"{ns}:session:{session_id}"
+    """A session's record (tagged like its lease, so a script may touch both on a cluster)."""
+    return f"{ns}:session:{{{session_id}}}"
 
 
 def session_live(ns: str, session_id: str) -> str:
     """The lease of the client a session is live in."""
-    return f"{ns}:session:{session_id}:live"
+    return f"{ns}:session:{{{session_id}}}:live"
 
 
 def alerts(ns: str) -> str:

@@ -1,8 +1,10 @@
-"""Keeps consumer leases alive from one background thread per client.
+"""Keeps leases alive from one background thread per client.
 
-Redis has no timers for us: a consumer proves it is alive by renewing a lease
-key (`SET ... PX`). One daemon thread renews every lease of a client at a third
-of the lease time, and tells a consumer when its lease is gone.
+Redis has no timers for us: a consumer or session proves it is alive by renewing a
+lease key (`PEXPIRE`). One daemon thread renews every lease of a client at a third
+of the lease time, all in one pipeline, and tells a holder when its lease is gone.
+It sends through an executor of its own with a short socket timeout, so a hung
+application socket (30 s by default) cannot starve renewals (the lease is shorter).
 """
 
 from __future__ import annotations
@@ -11,21 +13,24 @@ import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from redis.exceptions import RedisError
+from .errors import DurablesError, LeaseLostError
 
-from .errors import DurableInUseError
+if TYPE_CHECKING:
+    from .executor import Executor
+    from .ops.base import Op
 
 log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
 class Lease:
-    """One lease to keep alive: the holder's token, how to renew it (False: it is gone),
-    what to do when it is lost."""
+    """One lease to keep alive: the holder's token, the renewal (an operation whose reply
+    is false once the lease is gone), what to do when it is lost."""
 
     token: str
-    renew: Callable[[], bool]
+    renew: Op[bool]
     on_lost: Callable[[], None]
 
 
@@ -41,13 +46,14 @@ class LeaseHolder:
 
     def _check_lease(self) -> None:
         if self._lost:
-            raise DurableInUseError(f"{self._context}: this consumer lost its lease")
+            raise LeaseLostError(f"{self._context}: this consumer lost its lease")
 
 
 class Heartbeat:
     """Renews registered leases every `lease_ms / 3` until closed."""
 
-    def __init__(self, lease_ms: int) -> None:
+    def __init__(self, executor: Executor, lease_ms: int) -> None:
+        self._executor = executor
         self._lease_ms = lease_ms
         self._leases: dict[str, Lease] = {}
         self._lock = threading.Lock()
@@ -71,20 +77,26 @@ class Heartbeat:
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
+        self._executor.close()
 
     def _run(self) -> None:
         while not self._stop.wait(self._lease_ms / 3000):
             with self._lock:
                 leases = list(self._leases.values())
-            for lease in leases:
-                self._beat(lease)
+            if leases:
+                self.beat(leases)
 
-    def _beat(self, lease: Lease) -> None:
+    def beat(self, leases: list[Lease]) -> None:
+        """Renew `leases` in one round trip; tell the holders of those that are gone."""
         try:
-            held = lease.renew()
-        except RedisError as exc:  # the server is away: the next beat tries again
-            log.warning("could not renew lease %s: %s", lease.token, exc)
+            held = self._executor.run_all([lease.renew for lease in leases])
+        except DurablesError as exc:  # the server is away: the next beat tries again
+            log.warning("could not renew %d lease(s): %s", len(leases), exc)
             return
-        if not held:
-            self.remove(lease.token)
-            lease.on_lost()
+        for lease, still in zip(leases, held, strict=True):
+            if not still:
+                self.remove(lease.token)
+                lease.on_lost()
+
+
+__all__ = ["Heartbeat", "Lease", "LeaseHolder"]

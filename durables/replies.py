@@ -1,28 +1,28 @@
-"""Translation of server replies into our errors, by prefix (never by swallowing).
+"""Reading server replies: our errors for error replies (by prefix), stream read replies.
 
 Lua scripts report expected failures as error replies that start with a word
-(`NOCHANNEL`, `INUSE`, ...); Redis itself uses `NOGROUP`, `BUSYGROUP`, `NOSCRIPT`.
+(`NOCHANNEL`, `INUSE`, ...); Redis itself uses `NOGROUP`, `BUSYGROUP`, `NOPERM`.
+Translation is by that word, never by swallowing every `ResponseError`. Pure: the
+executor calls these on what came back.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import ResponseError
-from redis.exceptions import TimeoutError as RedisTimeoutError
+from redis.exceptions import NoPermissionError, ResponseError
 
 from .errors import (
+    AccessDeniedError,
     ChannelFullError,
     ChannelNotFound,
     ConnectionLostError,
-    ConsumerClosedError,
     DurableInUseError,
     DurableNotFound,
     DurablesError,
     InvalidStartError,
+    LeaseLostError,
 )
 
 if TYPE_CHECKING:
@@ -35,10 +35,13 @@ _BY_PREFIX: dict[str, Translate] = {
     "NODURABLE": lambda rest: DurableNotFound(rest),
     "NOGROUP": lambda rest: DurableNotFound(f"no consumer group: {rest}"),
     "INUSE": lambda rest: DurableInUseError(f"already held by consumer {rest}"),
-    "LEASELOST": lambda rest: DurableInUseError(rest),
-    "DETACHED": lambda rest: ConsumerClosedError(rest),
+    "LEASELOST": lambda rest: LeaseLostError(rest),
+    "DETACHED": lambda rest: LeaseLostError(rest),
     "FULL": lambda rest: ChannelFullError(f"the channel is at its capacity of {rest} events"),
     "NOSTART": lambda rest: InvalidStartError(f"start event {rest} does not exist in the channel"),
+    "NOPERM": lambda rest: AccessDeniedError(f"NOPERM {rest}"),
+    # A blocked read on a primary that Sentinel demoted: the connection must be made anew.
+    "UNBLOCKED": lambda rest: ConnectionLostError(f"UNBLOCKED {rest}"),
 }
 
 
@@ -50,26 +53,17 @@ def error_word(exc: ResponseError) -> tuple[str, str]:
 
 def translate(exc: ResponseError, context: str = "") -> Exception:
     """Our error for a known reply; the ResponseError itself otherwise (a real failure)."""
-    word, rest = error_word(exc)
-    make = _BY_PREFIX.get(word)
-    if make is None:
-        return exc
-    err = make(rest)
+    if isinstance(exc, NoPermissionError):  # redis-py strips the NOPERM word itself
+        err: DurablesError = AccessDeniedError(f"NOPERM {exc}: the server's ACL refused it")
+    else:
+        word, rest = error_word(exc)
+        make = _BY_PREFIX.get(word)
+        if make is None:
+            return exc
+        err = make(rest)
     if context:
         err.args = (f"{context}: {err.args[0]}",)
     return err
-
-
-@contextmanager
-def server_errors(context: str = "") -> Iterator[None]:
-    """Run Redis calls, raising our errors for known replies and lost connections."""
-    try:
-        yield
-    except ResponseError as exc:
-        raise translate(exc, context) from exc
-    except (RedisConnectionError, RedisTimeoutError) as exc:
-        where = f"{context}: " if context else ""
-        raise ConnectionLostError(f"{where}lost the connection to the server: {exc}") from exc
 
 
 def text(value: bytes | str) -> str:
@@ -78,7 +72,7 @@ def text(value: bytes | str) -> str:
 
 
 def raw(redis: Redis, *args: object) -> Any:
-    """Send a command as is; its reply is parsed by redis-py's callback, if any."""
+    """Send a command as is (for tests that look at server state by hand)."""
     return redis.execute_command(*args)  # type: ignore[no-untyped-call]
 
 
@@ -94,3 +88,6 @@ def streams_read(reply: Any) -> list[tuple[Any, list[Any]]]:
 def entries_read(reply: Any) -> list[Any]:
     """The entries of a one-stream XREAD / XREADGROUP reply, or []."""
     return [entry for _, entries in streams_read(reply) for entry in entries]
+
+
+__all__ = ["entries_read", "error_word", "raw", "streams_read", "text", "translate"]

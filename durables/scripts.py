@@ -1,27 +1,17 @@
-"""Loads the Lua scripts in `durables/lua/` once per client.
+"""The Lua scripts of `durables/lua/`: their text and SHA1, computed once, no I/O.
 
 A script may pull in a library from `lua/lib/` with a line `--@include NAME`;
 the text is spliced in at load time (Lua scripts cannot import), so each script
-stays one operation while shared helpers exist once.
-
-Each script becomes a typed attribute; redis-py's `Script` sends EVALSHA and
-reloads the script by itself after a NOSCRIPT (a restarted server). Scripts are
-called directly, never inside a pipeline: there redis-py would add a
-SCRIPT EXISTS round trip per batch (see FACTS.md).
+stays one operation while shared helpers exist once. The executor sends scripts
+by SHA1 (EVALSHA, in pipelines too) and loads them after a NOSCRIPT (a restarted
+or failed-over server has none).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import hashlib
 from functools import cache
 from importlib.resources import files
-from typing import TYPE_CHECKING, Any
-
-from redis.exceptions import NoScriptError
-
-if TYPE_CHECKING:
-    from redis import Redis
-    from redis.commands.core import Script
 
 NAMES = (
     "publish",
@@ -42,6 +32,7 @@ NAMES = (
     "reap_shared",
     "place_marker",
     "release_lease",
+    "touch_session",
 )
 
 
@@ -63,47 +54,10 @@ def library(name: str) -> str:
     return (files("durables") / "lua" / "lib" / f"{name}.lua").read_text(encoding="utf-8")
 
 
-class Scripts:
-    """The registered scripts of one Redis client, one attribute per operation."""
-
-    publish: Script
-    create_durable: Script
-    delete_durable: Script
-    delete_channel: Script
-    renew_lease: Script
-    attach_exclusive: Script
-    ack_exclusive: Script
-    release_exclusive: Script
-    trim: Script
-    attach_shared: Script
-    fetch_shared: Script
-    rollback_shared: Script
-    release_shared: Script
-    renew_member: Script
-    count_matching: Script
-    reap_shared: Script
-    place_marker: Script
-    release_lease: Script
-
-    def __init__(self, redis: Redis) -> None:
-        for name in NAMES:
-            setattr(self, name, redis.register_script(source(name)))
+@cache
+def sha(name: str) -> str:
+    """The SHA1 that EVALSHA names the script by (what SCRIPT LOAD answers)."""
+    return hashlib.sha1(source(name).encode("utf-8")).hexdigest()
 
 
-def pipelined(
-    redis: Redis, script: Script, keys: Sequence[Any], args: Sequence[Any], *commands: Sequence[Any]
-) -> list[Any]:
-    """The script and then plain commands in one round trip; replies (errors included, not
-    raised) in order. Sent with a plain EVALSHA (redis-py's Script in a pipeline would add
-    a SCRIPT EXISTS round trip per batch), reloading the script after a NOSCRIPT."""
-    for attempt in (1, 2):
-        pipe = redis.pipeline(transaction=False)
-        pipe.evalsha(script.sha, len(keys), *keys, *args)
-        for command in commands:
-            pipe.execute_command(*command)  # type: ignore[no-untyped-call]
-        replies: list[Any] = pipe.execute(raise_on_error=False)
-        if attempt == 1 and isinstance(replies[0], NoScriptError):
-            redis.script_load(script.script)
-            continue
-        return replies
-    raise AssertionError("unreachable")
+__all__ = ["NAMES", "library", "sha", "source"]

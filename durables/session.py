@@ -17,12 +17,10 @@ from collections.abc import Iterable
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from redis.exceptions import RedisError, ResponseError
-
-from . import keys as keyspace
 from . import names
 from . import session_store as store
 from .cache import LocalCache
+from .channel import get_channel, open_channel
 from .errors import (
     ConfigError,
     ConnectionLostError,
@@ -32,12 +30,12 @@ from .errors import (
 )
 from .events import encode_data
 from .leases import Lease
-from .replies import error_word, server_errors
+from .ops import sessions as ops
+from .records import Interest, SessionRecord
 from .session_delivery import Delivery, SessionListener, interest_matches
-from .session_store import Interest, SessionRecord
 
 if TYPE_CHECKING:
-    from .client import Client
+    from .context import Context
 
 
 class _AllKeys:
@@ -53,14 +51,13 @@ ALL_KEYS: Any = _AllKeys()
 class Session:
     """A durable client: a queue per interested channel that outlives disconnects."""
 
-    def __init__(self, client: Client, session_id: str, timeout: float) -> None:
+    def __init__(self, ctx: Context, session_id: str, timeout: float) -> None:
         names.session_id(session_id)
         if not isinstance(timeout, int | float) or timeout <= 0:
             raise ConfigError(f"session timeout must be a positive number of seconds: {timeout!r}")
-        self.client = client
+        self.ctx = ctx
         self.id = session_id
         self.token = secrets.token_hex(8)
-        self._live_key = keyspace.session_live(client.namespace, session_id)
         self._caches: dict[str, LocalCache] = {}
         self._listeners: dict[str, list[SessionListener]] = {}
         self._delivery: Delivery | None = None
@@ -73,7 +70,8 @@ class Session:
             self._release_live_lease()
             raise
         self._connected = True
-        client.heartbeat.add(Lease(self.token, self._renew, self._on_lost))
+        renew = ops.touch(ctx.namespace, session_id, self.token, ctx.lease_ms)
+        ctx.runtime.heartbeat.add(Lease(self.token, renew, self._on_lost))
 
     def __repr__(self) -> str:
         return f"Session({self.id!r}, resumed={self.resumed}, connected={self.connected})"
@@ -81,46 +79,35 @@ class Session:
     # -- being the one live client of the session ------------------------------------
 
     def _take_live_lease(self) -> None:
-        with server_errors(f"session {self.id!r}"):
-            taken = self.client.redis.set(
-                self._live_key, self.token, nx=True, px=self.client.lease_ms
-            )
-        if not taken:
+        op = ops.take_live(self.ctx.namespace, self.id, self.token, self.ctx.lease_ms)
+        if not self.ctx.executor.run(op):
             raise SessionInUseError(
                 f"session {self.id!r} is live in another client; close it there first, or wait "
-                f"{self.client.settings.lease_timeout_s:g} s if that client died"
+                f"{self.ctx.settings.lease_timeout_s:g} s if that client died"
             )
-
-    def _renew(self) -> bool:
-        held = self.client.scripts.renew_lease(
-            keys=[self._live_key], args=[self.token, self.client.lease_ms]
-        )
-        if held:
-            record = keyspace.session(self.client.namespace, self.id)
-            self.client.redis.hset(record, "last_seen_ms", store.server_ms(self.client))
-        return bool(held)
 
     def _on_lost(self) -> None:
         self._connected = False
 
     def _release_live_lease(self) -> None:
-        self.client.heartbeat.remove(self.token)
-        self.client.scripts.release_lease(keys=[self._live_key], args=[self.token])
+        self.ctx.runtime.heartbeat.remove(self.token)
+        self.ctx.executor.run(ops.release_live(self.ctx.namespace, self.id, self.token))
 
     def _open(self, timeout_ms: int) -> tuple[bool, SessionRecord]:
-        now = store.server_ms(self.client)
-        record = store.load(self.client, self.id)
+        ctx = self.ctx
+        now = store.server_ms(ctx)
+        record = store.load(ctx, self.id)
         resumed = record is not None and not record.expired(now)
         if record is not None and not resumed:
-            store.expire(self.client, record, now)
+            store.expire(ctx, record, now)
         if record is None or not resumed:
             record = SessionRecord(self.id, timeout_ms, now, now)
         else:
             for interest in [i for i in record.interests.values() if not i.durable]:
-                store.drop_interest(self.client, self.id, interest.channel)
+                store.drop_interest(ctx, self.id, interest.channel)
                 del record.interests[interest.channel]
         record.timeout_ms, record.last_seen_ms, record.disconnected_ms = timeout_ms, now, 0
-        store.save(self.client, record)
+        store.save(ctx, record)
         return resumed, record
 
     @property
@@ -157,17 +144,10 @@ class Session:
         """
         self._check_connected("register interest")
         interest = _interest(channel, keys, regex, durable)
-        ch = self.client.get_channel(channel)
-        with server_errors(f"session {self.id!r}"):
-            try:
-                self.client.redis.xgroup_create(
-                    ch.keys.stream, keyspace.session_group(self.id), "$", mkstream=True
-                )
-            except ResponseError as exc:
-                if error_word(exc)[0] != "BUSYGROUP":  # registered before: keep its queue
-                    raise
+        ch = get_channel(self.ctx, channel)
+        self.ctx.executor.run(ops.join(ch.keys, self.id))  # registered before: keeps its queue
         self.record.interests[channel] = interest
-        store.save(self.client, self.record)
+        store.save(self.ctx, self.record)
         response = {
             key: value for key, value in ch.last_values().items() if interest_matches(interest, key)
         }
@@ -189,11 +169,11 @@ class Session:
             return
         interests = self.record.interests
         for channel in interests:
-            with server_errors(f"session {self.id!r}"):
-                marker = self.client.scripts.place_marker(keys=[self.client.keys(channel).stream])
-            self.markers[channel] = marker.decode()
+            self.markers[channel] = self.ctx.executor.run(
+                ops.place_marker(self.ctx.keys(channel), self.id)
+            )
         self._delivery = Delivery(
-            self.client, self.id, dict(interests), self.markers,
+            self.ctx, self.id, dict(interests), self.markers,
             lambda c: list(self._listeners.get(c, ())), self.cache,
         )  # fmt: skip
 
@@ -202,14 +182,14 @@ class Session:
     def put(self, channel: str, key: str, value: Any) -> str:
         """Publish `value` for `key` and put it in the local cache; returns the event id."""
         self._check_connected("put")
-        event_id = self._publishing(lambda: self.client.channel(channel).publish(value, key=key))
+        event_id = self._publishing(lambda: open_channel(self.ctx, channel).publish(value, key=key))
         self.cache(channel).put(key, encode_data(value), event_id)
         return event_id
 
     def destroy(self, channel: str, key: str) -> str:
         """Publish a tombstone for `key` and mark it destroyed locally."""
         self._check_connected("destroy")
-        event_id = self._publishing(lambda: self.client.channel(channel).remove_key(key))
+        event_id = self._publishing(lambda: open_channel(self.ctx, channel).remove_key(key))
         self.cache(channel).destroy(key)
         return event_id
 
@@ -234,14 +214,14 @@ class Session:
         try:
             if keepalive:
                 for interest in [i for i in self.record.interests.values() if not i.durable]:
-                    store.drop_interest(self.client, self.id, interest.channel)
+                    store.drop_interest(self.ctx, self.id, interest.channel)
                     del self.record.interests[interest.channel]
-                self.record.disconnected_ms = store.server_ms(self.client)
-                store.save(self.client, self.record)
+                self.record.disconnected_ms = store.server_ms(self.ctx)
+                store.save(self.ctx, self.record)
             else:
-                store.remove(self.client, self.record)
+                store.remove(self.ctx, self.record)
         finally:
-            with contextlib.suppress(RedisError, DurablesError):  # else it lapses by itself
+            with contextlib.suppress(DurablesError):  # else it lapses by itself
                 self._release_live_lease()
 
     def __enter__(self) -> Session:

@@ -4,7 +4,8 @@ One background thread reads every interested channel through the session's
 consumer group. Events up to a channel's marker were queued while the session
 was away: they go to the listeners with `replayed=True` and never touch the
 cache. Then each listener's `after_region_live(channel)` is called once, and
-later events are applied to the cache and passed on.
+later events are applied to the cache and passed on. What to read and what a
+reply means is `ops.sessions.SessionCursors`; this thread sends and calls.
 """
 
 from __future__ import annotations
@@ -13,21 +14,19 @@ import logging
 import re
 import threading
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
-from . import ids
 from .errors import DurablesError
-from .events import Event, event_from_entry
-from .keys import session_group
-from .replies import raw, server_errors, streams_read
+from .ops.sessions import SessionCursors
 
 if TYPE_CHECKING:
     from .cache import LocalCache
-    from .client import Client
-    from .session_store import Interest
+    from .context import Context
+    from .events import Event
+    from .ops.sessions import Batch
+    from .records import Interest
 
 log = logging.getLogger(__name__)
-CONSUMER = "c"
 
 
 class SessionListener(Protocol):
@@ -52,33 +51,34 @@ class Delivery:
 
     def __init__(
         self,
-        client: Client,
+        ctx: Context,
         session_id: str,
         interests: dict[str, Interest],
         markers: dict[str, str],
         listeners: Callable[[str], Sequence[SessionListener]],
         cache: Callable[[str], LocalCache],
     ) -> None:
-        self.client = client
-        self.group = session_group(session_id)
-        self.interests = interests
-        self.markers = {c: ids.key(m) for c, m in markers.items()}
+        self.ctx = ctx
+        self.cursors = SessionCursors(ctx.namespace, session_id, interests, markers,
+                                      interest_matches, batch=ctx.settings.read_batch)  # fmt: skip
         self.listeners = listeners
         self.cache = cache
         self.live: set[str] = set()
         self.error: BaseException | None = None
-        self._cursors = dict.fromkeys(interests, "0")  # own pending first, then '>'
-        self._channel_of = {client.keys(c).stream.encode(): c for c in interests}
         self._stop = threading.Event()
         self._thread = threading.Thread(
             target=self._run, name=f"durables-{session_id}", daemon=True
         )
+        ctx.runtime.own(self)
         self._thread.start()
 
     def stop(self) -> None:
         self._stop.set()
         if threading.current_thread() is not self._thread:
             self._thread.join()
+        self.ctx.runtime.disown(self)
+
+    close = stop
 
     def _run(self) -> None:
         try:
@@ -89,44 +89,24 @@ class Delivery:
             log.error("session delivery stopped: %s", exc)
 
     def _round(self) -> None:
-        history = {c: cur for c, cur in self._cursors.items() if cur != ">"}
-        reading = history or self._cursors
-        streams = [self.client.keys(c).stream for c in reading]
-        block = [] if history else ["BLOCK", max(1, int(self.client.settings.block_s * 1000))]
-        with server_errors("session delivery"):
-            reply = raw(
-                self.client.redis, "XREADGROUP", "GROUP", self.group, CONSUMER,
-                "COUNT", self.client.settings.read_batch, *block,
-                "STREAMS", *streams, *reading.values(),
-            )  # fmt: skip
-        got = self._by_channel(reply)
-        for channel in reading:
-            entries = got.get(channel, [])
-            if channel in history:
-                self._cursors[channel] = entries[-1][0].decode() if entries else ">"
-            elif not entries:
-                self._go_live(channel)  # caught up: nothing queued is left to replay
-            self._deliver(channel, entries)
+        block_ms = int(self.ctx.settings.block_s * 1000)
+        reply = self.ctx.executor.run(self.cursors.read(block_ms))
+        for batch in self.cursors.on_read(reply):
+            self._deliver(batch)
 
-    def _by_channel(self, reply: Any) -> dict[str, list[Any]]:
-        return {self._channel_of[stream]: entries for stream, entries in streams_read(reply)}
-
-    def _deliver(self, channel: str, entries: list[Any]) -> None:
-        done = []
-        for entry in entries:
-            done.append(entry[0])
-            event = event_from_entry(channel, entry)
-            if event is None or not interest_matches(self.interests[channel], event.key):
-                continue
-            event.replayed = ids.key(event.id) <= self.markers[channel]
+    def _deliver(self, batch: Batch) -> None:
+        channel = batch.channel
+        if batch.live_first:
+            self._go_live(channel)
+        for event in batch.events:
             if not event.replayed:
                 self._go_live(channel)
                 if event.key is not None:
                     self.cache(channel).apply_live(event.key, event.data, event.id, event.destroyed)
             self._call(channel, event)
-        if done:
-            with server_errors("session delivery"):
-                self.client.redis.xack(self.client.keys(channel).stream, self.group, *done)
+        ack = self.cursors.ack(batch)
+        if ack is not None:
+            self.ctx.executor.run(ack)
 
     def _call(self, channel: str, event: Event) -> None:
         for listener in self.listeners(channel):

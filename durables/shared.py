@@ -1,33 +1,23 @@
-"""Shared and serial durables: many consumers, events dealt by a Lua dispatcher.
-
-Each fetch is one round trip: a pipeline of the dispatcher script (`fetch_shared.lua`,
-which also carries the acks of the previous batch) and a read of the caller's own
-pending events (`XREADGROUP ... 0`), so payloads never pass through Lua. Events
-already handed out and not yet acknowledged are remembered here, so re-reading the
-pending list hands each event out once.
+"""The synchronous reader of a shared or serial durable: many consumers, events dealt by a
+Lua dispatcher. The state lives in `ops.shared.SharedHandout`; this class sends what it
+asks for, under the consumer's lock.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import secrets
 import threading
-import time
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from redis.exceptions import ResponseError
-
-from .events import Event, event_from_entry
 from .leases import Lease, LeaseHolder
-from .replies import entries_read, raw, server_errors, translate
-from .scripts import pipelined
+from .ops.shared import SharedHandout
 
 if TYPE_CHECKING:
-    from redis.commands.core import Script
-
-    from .durable import Durable
+    from .context import Context
+    from .events import Event
+    from .keys import ChannelKeys
     from .selector import Selector
 
 log = logging.getLogger(__name__)
@@ -40,83 +30,55 @@ class SharedReader(LeaseHolder):
 
     def __init__(
         self,
-        durable: Durable,
+        ctx: Context,
+        k: ChannelKeys,
+        durable: str,
+        kind: str,
         name: str,
         window: int,
         selector: Selector | None = None,
         on_notice: Callable[[str], object] | None = None,
     ) -> None:
-        self.durable = durable
-        self.client = durable.client
-        self.window = window
-        self.selector = selector
+        self.ctx = ctx
+        self.k = k
         self.notices: list[str] = []
         """Asynchronous notices from the durable (seed 004: another consumer's filter took over)."""
         self._on_notice = on_notice
-        self._store_version = 0
+        self.window = window
+        self.lock = threading.RLock()
         self.id = f"{name}#{secrets.token_hex(4)}"
-        k, d = durable.channel.keys, durable.name
-        self._stream = k.stream
-        self._members, self._alive, self._ring = k.members(d), k.alive(d), k.ring(d)
-        self._redo, self._delayed, self._counts = k.redo(d), k.delayed(d), k.redeliveries(d)
-        self._bell = k.bell(d)
-        self._fetch_keys = [
-            k.stream, k.durables, self._members, self._alive, self._ring, self._redo,
-            self._delayed, self._counts, self._bell, k.dead(d),
-        ]  # fmt: skip
-        self._handed: set[str] = set()  # handed to the application, not yet acked
-        self._to_ack: list[str] = []  # deferred acks, sent with the next fetch
-        self._lock = threading.Lock()
-        self._context = f"{durable.kind} durable {d!r} on {durable.channel.name!r}"
+        self.state = SharedHandout(k, durable, kind, self.id, window=window,
+                                   lease_ms=ctx.lease_ms, selector=selector)  # fmt: skip
+        self._context = self.state.context
 
     def attach(self) -> None:
-        with server_errors(self._context):
-            tree = json.dumps(self.selector.to_json()) if self.selector else ""
-            self._store_version = self.client.scripts.attach_shared(
-                keys=[self.durable.channel.keys.durables, self._members, self._alive, self._ring],
-                args=[self.durable.name, self.id, self.window, self.client.lease_ms, tree],
-            )
-        self.client.heartbeat.add(Lease(self.id, self._renew, self._on_lost))
-
-    def _renew(self) -> bool:
-        held = self.client.scripts.renew_member(
-            keys=[self._members, self._alive], args=[self.id, self.client.lease_ms]
-        )
-        return bool(held)
+        self.state.on_attach(self.ctx.executor.run(self.state.attach()))
+        self.ctx.runtime.heartbeat.add(Lease(self.id, self.state.renew(), self._on_lost))
 
     def read(self, timeout: float) -> list[Event]:
         self._check_lease()
-        deadline = time.monotonic() + timeout
+        clock, executor = self.ctx.clock, self.ctx.executor
+        deadline = clock() + timeout
         while True:
-            newest, rung, entries, counts = self._fetch()
-            events = self._events(entries, counts)
-            remaining = deadline - time.monotonic()
-            if events or remaining <= 0:
-                return events
-            self._wait(newest, rung, min(remaining, self.client.settings.block_s))
-
-    def _fetch(self) -> tuple[str, str, list[Any], dict[str, int]]:
-        with self._lock:
-            acks, self._to_ack = self._to_ack, []
-        script = self.client.scripts.fetch_shared
-        args = [self.durable.name, self.id, self.client.lease_ms, *acks]
-        try:
-            with server_errors(self._context):
-                reply, entries = self._pipeline(script, args)
-        except BaseException:
-            with self._lock:
-                self._to_ack[:0] = acks  # not sent: keep them for the next try
-            raise
-        newest, rung, flat, _buried, version, by = reply
-        if self.selector is not None and version > self._store_version and by.decode() != self.id:
-            self._store_version = version
-            self._notice(
-                f"consumer {by.decode()} attached with a filter of its own: from now on the "
-                f"durable keeps only events that filter matches; this consumer still takes "
-                f"events by its own filter ({self.selector.expression})"
+            with self.lock:
+                ops = self.state.fetch()
+            try:
+                replies = executor.run_all(ops)
+            except BaseException:
+                with self.lock:
+                    self.state.fetch_failed()
+                raise
+            with self.lock:
+                dealt = self.state.on_fetch(replies)
+            if dealt.notice is not None:
+                self._notice(dealt.notice)
+            remaining = deadline - clock()
+            if dealt.events or remaining <= 0:
+                return dealt.events
+            wait = self.state.wait(
+                dealt.newest, dealt.rung, min(remaining, self.ctx.settings.block_s)
             )
-        counts = {flat[i].decode(): int(flat[i + 1]) for i in range(0, len(flat), 2)}
-        return newest.decode(), rung.decode(), entries, counts
+            executor.run(wait)
 
     def _notice(self, text: str) -> None:
         log.warning("%s: %s", self._context, text)
@@ -124,83 +86,34 @@ class SharedReader(LeaseHolder):
         if self._on_notice is not None:
             self._on_notice(text)
 
-    def _pipeline(self, script: Script, args: list[Any]) -> tuple[Any, list[Any]]:
-        """The dispatcher, then the caller's own pending events: one round trip."""
-        read = ("XREADGROUP", "GROUP", self.durable.name, self.id, "COUNT", self.window,
-                "STREAMS", self._stream, "0")  # fmt: skip
-        reply, got = pipelined(self.client.redis, script, self._fetch_keys, args, read)
-        for answer in (reply, got):
-            if isinstance(answer, ResponseError):
-                raise translate(answer, self._context)
-        return reply, entries_read(got)
-
-    def _events(self, entries: Sequence[Any], counts: dict[str, int]) -> list[Event]:
-        channel, events = self.durable.channel.name, []
-        with self._lock:
-            for entry in entries:
-                event = event_from_entry(channel, entry, counts)
-                if event is None:  # trimmed while pending: nothing to deliver
-                    self._to_ack.append(entry[0].decode())
-                elif event.id not in self._handed:
-                    self._handed.add(event.id)
-                    events.append(event)
-        return events
-
-    def _wait(self, newest: str, rung: str, seconds: float) -> None:
-        with server_errors(self._context):
-            raw(
-                self.client.redis, "XREAD", "COUNT", 1, "BLOCK", max(1, int(seconds * 1000)),
-                "STREAMS", self._stream, self._bell, newest, rung,
-            )  # fmt: skip
-
     def commit(self, events: Sequence[Event], *, defer: bool = False) -> None:
         if not events:
             return
-        ids = [e.id for e in events]
-        with self._lock:
-            self._handed.difference_update(ids)
-            self._to_ack.extend(ids)
+        with self.lock:
+            self.state.commit(events)
         if not defer:
-            self._flush_acks()
+            self._flush()
 
-    def _flush_acks(self) -> None:
-        with self._lock:
-            acks, self._to_ack = self._to_ack, []
-        if not acks:
-            return
-        pipe = self.client.redis.pipeline(transaction=False)
-        pipe.xack(self._stream, self.durable.name, *acks)
-        pipe.hdel(self._counts, *acks)
-        pipe.xadd(self._bell, {"a": 1}, maxlen=1)  # window room: wake the dispatcher's waiters
-        with server_errors(self._context):
-            pipe.execute()
-        self.client.maybe_housekeep(self.durable.channel.name)
+    def _flush(self) -> None:
+        with self.lock:
+            ops = self.state.flush()
+        if ops:
+            self.ctx.executor.run_all(ops)
+            self.ctx.touch(self.k.channel)
 
     def ack(self, event: Event, outstanding: list[Event]) -> list[Event]:
         self.commit([event])
         return [e for e in outstanding if e is not event]
 
     def rollback(self, events: Sequence[Event], delay_s: float = 0.0) -> None:
-        if not events:
-            return
-        ids = [e.id for e in events]
-        with self._lock:
-            self._handed.difference_update(ids)
-        with server_errors(self._context):
-            self.client.scripts.rollback_shared(
-                keys=[self._stream, self._redo, self._delayed, self._counts, self._bell],
-                args=[self.durable.name, self.id, int(delay_s * 1000), *ids],
-            )
+        with self.lock:
+            op = self.state.rollback(events, delay_s)
+        if op is not None:
+            self.ctx.executor.run(op)
 
     def release(self, unhanded: Sequence[Event]) -> None:
-        self.client.heartbeat.remove(self.id)
-        self._flush_acks()
-        with self._lock:
-            handed = sorted(self._handed.difference(e.id for e in unhanded))
-            self._handed.clear()
-        with server_errors(self._context):
-            self.client.scripts.release_shared(
-                keys=[self._stream, self._members, self._alive, self._ring, self._redo,
-                      self._counts, self._bell],
-                args=[self.durable.name, self.id, *handed],
-            )  # fmt: skip
+        self.ctx.runtime.heartbeat.remove(self.id)
+        with self.lock:
+            ops = self.state.release(unhanded)
+        self.ctx.executor.run_all(ops)
+        self.ctx.touch(self.k.channel)

@@ -13,6 +13,7 @@ from .errors import DurablesError
 if TYPE_CHECKING:
     from .consumer import Consumer
     from .events import Event
+    from .runtime import Runtime
 
 log = logging.getLogger(__name__)
 Listener = Callable[["Event"], object]
@@ -27,14 +28,19 @@ class Subscription:
     can be acknowledged until the durable is subscribed again.
     """
 
-    def __init__(self, consumer: Consumer, listener: Listener) -> None:
+    def __init__(
+        self, consumer: Consumer, listener: Listener, runtime: Runtime | None = None
+    ) -> None:
         self.consumer = consumer
         self.listener = listener
         self.error: BaseException | None = None
+        self._runtime = runtime
         self._stop = threading.Event()
         self._thread = threading.Thread(
-            target=self._run, name=f"durables-{consumer.durable.name}", daemon=True
+            target=self._run, name=f"durables-{consumer.label}", daemon=True
         )
+        if runtime is not None:
+            runtime.own(self)  # the client's close() stops it first
         self._thread.start()
 
     @property
@@ -45,16 +51,18 @@ class Subscription:
         unhanded: list[Event] = []
         try:
             while not self._stop.is_set() and self.error is None:
-                events = self.consumer.fetch(self.consumer.durable.client.settings.block_s)
+                events = self.consumer.fetch(self.consumer.block_s)
                 unhanded = self._deliver(events)
         except DurablesError as exc:
             self.error = exc
-            log.error("subscription on %r stopped: %s", self.consumer.durable, exc)
+            log.error("subscription on %s stopped: %s", self.consumer.label, exc)
         finally:
             try:
                 self.consumer.close(unhanded=unhanded)
             except DurablesError as exc:
                 log.error("closing %r failed: %s", self.consumer, exc)
+            if self._runtime is not None:
+                self._runtime.disown(self)
 
     def _deliver(self, events: list[Event]) -> list[Event]:
         """Call the listener per event; returns the events left undelivered when stopping."""

@@ -7,12 +7,14 @@ Numbers are compared as doubles in Lua, so the generated integers stay within
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import durables
+from durables.ops.base import Op, script
 from durables.selector import parse
 
 from .selector_strategies import NAMES, conditions
@@ -29,9 +31,8 @@ EVENTS = 12
 
 def lua_matches(channel: durables.Channel, expression: str, after: str) -> list[str]:
     tree = json.dumps(parse(expression).to_json())
-    ids, _ = channel.client.scripts.count_matching(
-        keys=[channel.keys.stream], args=[tree, after, 1000, "ids"]
-    )
+    op: Op[Any] = script("count_matching", [channel.keys.stream], [tree, after, 1000, "ids"])
+    ids: list[bytes] = channel.ctx.executor.run(op)[0]
     return [i.decode() for i in ids]
 
 

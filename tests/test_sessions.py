@@ -242,9 +242,7 @@ def test_a_session_away_past_its_timeout_starts_anew_with_an_alert(
         time.sleep(0.2)
     assert rec.log == [("live", "prices", False)]  # nothing old replayed
     assert any("'late' expired" in r.getMessage() for r in caplog.records)
-    from durables.session_store import alerts
-
-    assert alerts(client)[0]["session"] == "late"
+    assert client.alerts()[0]["session"] == "late"
 
 
 def test_housekeeping_reaps_expired_sessions(

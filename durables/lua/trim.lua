@@ -2,16 +2,17 @@
 -- acknowledged and those past the channel's lifespan (mode 'retain'), or every
 -- event up to an id (mode 'purge'). Durables are then moved past what was removed:
 -- pending entries below the cut are acknowledged, positions advanced.
--- With 'retain', a filtered durable with no consumer reading first moves past the
--- non-matching events at its head, so they do not hold back retention.
+-- With 'retain', a filtered durable first moves past the non-matching events at its
+-- head (no consumer would be given them), so they do not hold back retention.
+-- The lifespan is measured on the server's clock, as leases are.
 -- KEYS[1]  the channel's stream
--- KEYS[2]  the channel's meta hash
+-- KEYS[2]  the channel's meta hash (ttl_ms)
 -- KEYS[3]  the channel's durables hash (name -> spec JSON with 'ast')
--- KEYS[4..] per durable named in ARGV[4..]: its redelivery counts, then its keep set
--- ARGV[1]  now in milliseconds (server clocks are not used: scripts must be deterministic)
--- ARGV[2]  'retain' or 'purge'
--- ARGV[3]  with 'purge': the last id to remove, or '+' for everything; else ''
--- ARGV[4..] durable names matching KEYS[3..]
+-- KEYS[4..] two per durable named in ARGV[3..], in that order: its redelivery counts,
+--          then its keep set (both lose the ids trimmed away)
+-- ARGV[1]  'retain' or 'purge'
+-- ARGV[2]  with 'purge': the last id to remove, or '+' for everything; else ''
+-- ARGV[3..] durable names matching KEYS[4..]
 -- Returns  how many events were removed.
 --@include ids
 --@include selector
@@ -58,8 +59,8 @@ end
 
 -- cut: every entry with an id below it goes.
 local cut = nil
-if ARGV[2] == 'purge' then
-  local last = ARGV[3]
+if ARGV[1] == 'purge' then
+  local last = ARGV[2]
   if last == '+' then
     local newest = redis.call('XREVRANGE', stream, '+', '-', 'COUNT', 1)
     if #newest == 0 then
@@ -83,7 +84,9 @@ else
   end
   local ttl = tonumber(redis.call('HGET', KEYS[2], 'ttl_ms'))
   if ttl then
-    local expired = string.format('%.0f-0', tonumber(ARGV[1]) - ttl)
+    local clock = redis.call('TIME')
+    local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
+    local expired = string.format('%.0f-0', now - ttl)
     if cut == nil or id_before(cut, expired) then
       cut = expired
     end
@@ -98,8 +101,8 @@ redis.call('XTRIM', stream, 'MINID', cut)
 local removed = length - redis.call('XLEN', stream)
 
 local own = {}
-for i = 4, #ARGV do
-  own[ARGV[i]] = {KEYS[4 + (i - 4) * 2], KEYS[5 + (i - 4) * 2]}
+for i = 3, #ARGV do
+  own[ARGV[i]] = {KEYS[4 + (i - 3) * 2], KEYS[5 + (i - 3) * 2]}
 end
 local stream_info = nil
 for _, g in ipairs(groups) do

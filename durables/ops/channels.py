@@ -1,0 +1,95 @@
+"""Operations on channels: create, publish, look up, describe."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from .. import keys
+from ..errors import ChannelNotFound
+from ..records import ChannelInfo
+from .base import Op, as_bool, command, script, text, texts
+
+
+def ensure(k: keys.ChannelKeys, options: dict[str, int | str], created_ms: int) -> list[Op[Any]]:
+    """Get or create: the meta hash (options given overwrite), and the registry entry."""
+    context = f"channel {k.channel!r}"
+    ops: list[Op[Any]] = [command("HSETNX", k.meta, "created_ms", created_ms, context=context)]
+    if options:
+        flat = [part for item in options.items() for part in item]
+        ops.append(command("HSET", k.meta, *flat, context=context))
+    ops.append(command("SADD", keys.registry(k.ns), k.channel, context=context))
+    return ops
+
+
+def exists(k: keys.ChannelKeys) -> Op[bool]:
+    return command("EXISTS", k.meta, parse=as_bool, context=f"channel {k.channel!r}")
+
+
+def names(ns: str) -> Op[list[str]]:
+    """Every channel name of the namespace, sorted."""
+    return command("SMEMBERS", keys.registry(ns), parse=texts, context="listing channels")
+
+
+def _ids(reply: Any) -> list[str]:
+    return [i.decode() for i in reply]
+
+
+def publish(k: keys.ChannelKeys, count: int, parts: Sequence[bytes]) -> Op[list[str]]:
+    """`count` events, four encoded values each (`events.encode_event`); their ids."""
+    return script(
+        "publish",
+        (k.stream, k.meta, k.last_values, k.last_ids),
+        (count, *parts),
+        parse=_ids,
+        context=f"publish to {k.channel!r}",
+    )
+
+
+def last_values(k: keys.ChannelKeys) -> list[Op[Any]]:
+    """A keyed channel's last values and the ids that set them: parse with `parse_last`."""
+    context = f"channel {k.channel!r}"
+    return [command("HGETALL", k.last_values, context=context),
+            command("HGETALL", k.last_ids, context=context)]  # fmt: skip
+
+
+def parse_last(values: dict[bytes, bytes], ids: dict[bytes, bytes]) -> dict[str, tuple[str, bytes]]:
+    return {text(key): (text(ids.get(key, b"")), value) for key, value in values.items()}
+
+
+def durable_names(k: keys.ChannelKeys) -> Op[list[str]]:
+    return command("HKEYS", k.durables, parse=texts, context=f"channel {k.channel!r}")
+
+
+INFO_OPS = 5
+
+
+def info(k: keys.ChannelKeys) -> list[Op[Any]]:
+    """What `parse_info` needs about one channel (five commands, for one pipeline)."""
+    return [
+        command("HGETALL", k.meta, context="channel info"),
+        command("XLEN", k.stream, context="channel info"),
+        command("XRANGE", k.stream, "-", "+", "COUNT", 1, context="channel info"),
+        command("XREVRANGE", k.stream, "+", "-", "COUNT", 1, context="channel info"),
+        command("HKEYS", k.durables, context="channel info"),
+    ]
+
+
+def parse_info(name: str, replies: Sequence[Any]) -> ChannelInfo:
+    """The ChannelInfo from the five replies of `info`; `ChannelNotFound` if it has no meta."""
+    meta, length, first, last, durables = replies
+    if not meta:
+        raise ChannelNotFound(f"channel {name!r} does not exist")
+    ttl_ms = meta.get(b"ttl_ms")
+    capacity = meta.get(b"capacity")
+    return ChannelInfo(
+        name=name,
+        length=int(length),
+        first_id=text(first[0][0]) if first else None,
+        last_id=text(last[0][0]) if last else None,
+        durables=tuple(texts(durables)),
+        ttl_s=int(ttl_ms) / 1000 if ttl_ms else None,
+        capacity=int(capacity) if capacity else None,
+        full="drop_oldest" if meta.get(b"full") == b"drop_oldest" else "reject",
+        keyed=meta.get(b"keyed") == b"1",
+    )

@@ -1,0 +1,55 @@
+"""Operations of housekeeping: trim, reap dead consumers, delete a channel."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any, Literal
+
+from .. import keys
+from .base import Op, as_int, command, script, text
+
+
+def trim(
+    k: keys.ChannelKeys, durables: Sequence[str], mode: Literal["retain", "purge"], up_to: str
+) -> Op[int]:
+    """`trim.lua` over the channel and its `durables` (as listed just before); events removed."""
+    script_keys = [k.stream, k.meta, k.durables]
+    for name in durables:
+        script_keys += [k.redeliveries(name), k.keep(name)]
+    return script("trim", script_keys, [mode, up_to, *durables], parse=as_int,
+                  context=f"trim {k.channel!r}")  # fmt: skip
+
+
+def specs(k: keys.ChannelKeys) -> Op[dict[str, str]]:
+    """Every durable of the channel: name -> kind."""
+
+    def parse(reply: Any) -> dict[str, str]:
+        return {text(n): str(json.loads(s).get("kind")) for n, s in (reply or {}).items()}
+
+    return command("HGETALL", k.durables, parse=parse, context=f"reap {k.channel!r}")
+
+
+def reap(k: keys.ChannelKeys, durable: str) -> Op[Any]:
+    """Detach a shared or serial durable's consumers whose lease lapsed."""
+    d = durable
+    return script(
+        "reap_shared",
+        [k.stream, k.members(d), k.alive(d), k.ring(d), k.redo(d), k.delayed(d),
+         k.redeliveries(d)],
+        [d],
+        context=f"reap {k.channel!r}",
+    )  # fmt: skip
+
+
+def delete_channel(k: keys.ChannelKeys, durables: Sequence[str]) -> Op[int]:
+    """1 deleted, 0 it did not exist, -1 its durables changed since they were listed."""
+    script_keys = [k.stream, k.meta, k.durables, k.last_values, k.last_ids]
+    for name in durables:
+        script_keys += k.per_durable(name)
+    return script("delete_channel", script_keys, durables, parse=as_int,
+                  context=f"delete {k.channel!r}")  # fmt: skip
+
+
+def unregister(k: keys.ChannelKeys) -> Op[Any]:
+    return command("SREM", keys.registry(k.ns), k.channel, context=f"delete {k.channel!r}")

@@ -1,0 +1,196 @@
+"""Operations of durable client sessions: records, leases, interests, markers, alerts;
+and the delivery cursors (replay up to the marker, then live), without I/O."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from .. import ids, keys
+from ..events import Event, event_from_entry
+from ..records import Interest, SessionRecord
+from ..replies import streams_read
+from .base import Op, as_bool, as_int, command, script, text, texts
+
+MAX_ALERTS = 1000
+CONSUMER = "c"
+"""The one consumer name of a session's group: one live client reads at a time."""
+
+
+def _about(session_id: str) -> str:
+    return f"session {session_id!r}"
+
+
+def _server_ms(reply: Any) -> int:
+    seconds, micros = reply
+    return int(seconds) * 1000 + int(micros) // 1000
+
+
+def server_ms() -> Op[int]:
+    """The server's clock in milliseconds: expiry is judged on it, by every client alike."""
+    return command("TIME", parse=_server_ms, context="server time")
+
+
+def take_live(ns: str, session_id: str, token: str, lease_ms: int) -> Op[bool]:
+    """Become the session's one live client, unless another is."""
+    return command("SET", keys.session_live(ns, session_id), token, "NX", "PX", lease_ms,
+                   parse=as_bool, context=_about(session_id))  # fmt: skip
+
+
+def touch(ns: str, session_id: str, token: str, lease_ms: int) -> Op[bool]:
+    """The heartbeat: renew the live lease and stamp last_seen_ms with the server's clock."""
+    return script("touch_session",
+                  [keys.session_live(ns, session_id), keys.session(ns, session_id)],
+                  [token, lease_ms], parse=as_bool, context=_about(session_id))  # fmt: skip
+
+
+def release_live(ns: str, session_id: str, token: str) -> Op[bool]:
+    return script("release_lease", [keys.session_live(ns, session_id)], [token],
+                  parse=as_bool, context=_about(session_id))  # fmt: skip
+
+
+def load(ns: str, session_id: str) -> Op[SessionRecord | None]:
+    def parse(raw: Any) -> SessionRecord | None:
+        return SessionRecord.from_mapping(session_id, raw) if raw else None
+
+    return command("HGETALL", keys.session(ns, session_id), parse=parse,
+                   context=_about(session_id))  # fmt: skip
+
+
+def save(ns: str, record: SessionRecord) -> list[Op[Any]]:
+    flat = [part for item in record.to_mapping().items() for part in item]
+    return [command("HSET", keys.session(ns, record.id), *flat, context=_about(record.id)),
+            command("SADD", keys.sessions(ns), record.id, context=_about(record.id))]  # fmt: skip
+
+
+def join(k: keys.ChannelKeys, session_id: str) -> Op[Any]:
+    """The session's group on a channel, from now on; one registered before keeps its queue."""
+    return command("XGROUP", "CREATE", k.stream, keys.session_group(session_id), "$", "MKSTREAM",
+                   context=_about(session_id), tolerate=frozenset({"BUSYGROUP"}))  # fmt: skip
+
+
+def stream_exists(k: keys.ChannelKeys, session_id: str) -> Op[bool]:
+    return command("EXISTS", k.stream, parse=as_bool, context=_about(session_id))
+
+
+def leave(k: keys.ChannelKeys, session_id: str) -> Op[Any]:
+    """Destroy the session's group on a channel (its queue there is gone)."""
+    return command("XGROUP", "DESTROY", k.stream, keys.session_group(session_id),
+                   context=_about(session_id))  # fmt: skip
+
+
+def forget(ns: str, session_id: str) -> list[Op[Any]]:
+    return [command("DEL", keys.session(ns, session_id), context=_about(session_id)),
+            command("SREM", keys.sessions(ns), session_id, context=_about(session_id))]  # fmt: skip
+
+
+def alert(ns: str, message: str, now_ms: int, about: Mapping[str, str]) -> list[Op[Any]]:
+    entry = json.dumps({"time_ms": now_ms, "message": message, **about})
+    return [command("LPUSH", keys.alerts(ns), entry, context="alerts"),
+            command("LTRIM", keys.alerts(ns), 0, MAX_ALERTS - 1, context="alerts")]  # fmt: skip
+
+
+def _json_list(raw: Any) -> list[dict[str, Any]]:
+    return [json.loads(item) for item in raw]
+
+
+def alerts(ns: str, count: int) -> Op[list[dict[str, Any]]]:
+    """The newest alerts first."""
+    return command("LRANGE", keys.alerts(ns), 0, count - 1, parse=_json_list, context="alerts")
+
+
+def session_ids(ns: str) -> Op[list[str]]:
+    return command("SMEMBERS", keys.sessions(ns), parse=texts, context="sessions")
+
+
+def unregister(ns: str, session_id: str) -> Op[Any]:
+    return command("SREM", keys.sessions(ns), session_id, context="sessions")
+
+
+def is_live(ns: str, session_id: str) -> Op[bool]:
+    return command("EXISTS", keys.session_live(ns, session_id), parse=as_bool,
+                   context=_about(session_id))  # fmt: skip
+
+
+def place_marker(k: keys.ChannelKeys, session_id: str) -> Op[str]:
+    """The newest event id of the channel now: events up to it are replay."""
+    return script("place_marker", [k.stream], [], parse=text, context=_about(session_id))
+
+
+@dataclass
+class Batch:
+    """What one read brought for one channel: events to hand out (each flagged `replayed`),
+    whether the channel went live before them, and every id to acknowledge afterwards."""
+
+    channel: str
+    events: list[Event]
+    done: list[Any]
+    live_first: bool = False
+
+
+class SessionCursors:
+    """Where a live session stands on each interested channel: its own pending events first
+    (queued while away and already read once), then new ones; the replay marker of each."""
+
+    def __init__(
+        self,
+        ns: str,
+        session_id: str,
+        interests: Mapping[str, Interest],
+        markers: Mapping[str, str],
+        matches: Callable[[Interest, str | None], bool],
+        *,
+        batch: int,
+    ) -> None:
+        self.group = keys.session_group(session_id)
+        self.interests = dict(interests)
+        self.markers = {c: ids.key(m) for c, m in markers.items()}
+        self.matches = matches
+        self.batch = batch
+        self.cursors = dict.fromkeys(interests, "0")  # own pending first, then '>'
+        self._keys = {c: keys.ChannelKeys(ns, c) for c in interests}
+        self._channel_of = {k.stream.encode(): c for c, k in self._keys.items()}
+        self._reading: dict[str, str] = {}
+
+    def read(self, block_ms: int) -> Op[Any]:
+        """One XREADGROUP over the channels: those still replaying history alone (no block),
+        else every channel, blocking for new events."""
+        history = {c: cur for c, cur in self.cursors.items() if cur != ">"}
+        self._reading = history or dict(self.cursors)
+        streams = [self._keys[c].stream for c in self._reading]
+        block = [] if history else ["BLOCK", max(1, block_ms)]
+        return command("XREADGROUP", "GROUP", self.group, CONSUMER, "COUNT", self.batch, *block,
+                       "STREAMS", *streams, *self._reading.values(),
+                       context="session delivery")  # fmt: skip
+
+    def on_read(self, reply: Any) -> list[Batch]:
+        got = {self._channel_of[stream]: entries for stream, entries in streams_read(reply)}
+        batches = []
+        for channel, cursor in self._reading.items():
+            entries = got.get(channel, [])
+            live_first = False
+            if cursor != ">":
+                self.cursors[channel] = entries[-1][0].decode() if entries else ">"
+            elif not entries:
+                live_first = True  # caught up: nothing queued is left to replay
+            batches.append(Batch(channel, self._events(channel, entries),
+                                 [e[0] for e in entries], live_first))  # fmt: skip
+        return batches
+
+    def _events(self, channel: str, entries: list[Any]) -> list[Event]:
+        interest, marker, events = self.interests[channel], self.markers[channel], []
+        for entry in entries:
+            event = event_from_entry(channel, entry)
+            if event is None or not self.matches(interest, event.key):
+                continue
+            event.replayed = ids.key(event.id) <= marker
+            events.append(event)
+        return events
+
+    def ack(self, batch: Batch) -> Op[int] | None:
+        if not batch.done:
+            return None
+        return command("XACK", self._keys[batch.channel].stream, self.group, *batch.done,
+                       parse=as_int, context="session delivery")  # fmt: skip

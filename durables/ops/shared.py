@@ -1,0 +1,160 @@
+"""The shared / serial consumer's state machine, without I/O.
+
+Each fetch is one round trip: the dispatcher script (`fetch_shared.lua`, which also
+carries the acks of the previous batch) and a read of the caller's own pending
+events (`XREADGROUP ... 0`), so payloads never pass through Lua. Events already
+handed out and not yet acknowledged are remembered here, so re-reading the pending
+list hands each event out once.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .. import keys
+from ..events import Event, event_from_entry
+from ..replies import entries_read, text
+from ..selector import Selector
+from .base import Op, as_bool, as_int, command, script
+
+
+@dataclass(frozen=True)
+class Dealt:
+    """What one fetch brought: where to wait from, the events, and a notice if any."""
+
+    newest: str
+    rung: str
+    events: list[Event]
+    notice: str | None = None
+
+
+class SharedHandout:
+    """One attached consumer of a shared or serial durable: what it was handed, what it
+    owes an ack for."""
+
+    def __init__(
+        self,
+        k: keys.ChannelKeys,
+        durable: str,
+        kind: str,
+        consumer_id: str,
+        *,
+        window: int,
+        lease_ms: int,
+        selector: Selector | None = None,
+    ) -> None:
+        self.k, self.durable, self.id = k, durable, consumer_id
+        self.window, self.lease_ms, self.selector = window, lease_ms, selector
+        self.context = f"{kind} durable {durable!r} on {k.channel!r}"
+        d = durable
+        self._fetch_keys = (
+            k.stream, k.durables, k.members(d), k.alive(d), k.ring(d), k.redo(d),
+            k.delayed(d), k.redeliveries(d), k.bell(d), k.dead(d),
+        )  # fmt: skip
+        self.handed: set[str] = set()  # handed to the application, not yet acked
+        self.to_ack: list[str] = []  # deferred acks, sent with the next fetch
+        self.store_version = 0
+        self._in_flight: list[str] = []
+
+    def attach(self) -> Op[int]:
+        """Join the ring with this window (and filter); the store filter's version comes back."""
+        k, d = self.k, self.durable
+        tree = json.dumps(self.selector.to_json()) if self.selector else ""
+        return script("attach_shared", [k.durables, k.members(d), k.alive(d), k.ring(d)],
+                      [d, self.id, self.window, self.lease_ms, tree],
+                      parse=as_int, context=self.context)  # fmt: skip
+
+    def on_attach(self, version: int) -> None:
+        self.store_version = version
+
+    def renew(self) -> Op[bool]:
+        return script("renew_member", [self.k.members(self.durable), self.k.alive(self.durable)],
+                      [self.id, self.lease_ms], parse=as_bool, context=self.context)  # fmt: skip
+
+    def fetch(self) -> list[Op[Any]]:
+        """The dispatcher (with the deferred acks), then this consumer's pending events."""
+        self._in_flight, self.to_ack = self.to_ack, []
+        deal: Op[Any] = script("fetch_shared", self._fetch_keys,
+                               [self.durable, self.id, self.lease_ms, *self._in_flight],
+                               context=self.context)  # fmt: skip
+        read = command("XREADGROUP", "GROUP", self.durable, self.id, "COUNT", self.window,
+                       "STREAMS", self.k.stream, "0",
+                       parse=entries_read, context=self.context)  # fmt: skip
+        return [deal, read]
+
+    def fetch_failed(self) -> None:
+        """Not sent (or the reply lost): the acks go with the next fetch."""
+        self.to_ack[:0] = self._in_flight
+        self._in_flight = []
+
+    def on_fetch(self, replies: Sequence[Any]) -> Dealt:
+        self._in_flight = []
+        (newest, rung, flat, _buried, version, by), entries = replies
+        notice = None
+        if self.selector is not None and version > self.store_version and text(by) != self.id:
+            self.store_version = version
+            notice = (
+                f"consumer {text(by)} attached with a filter of its own: from now on the "
+                f"durable keeps only events that filter matches; this consumer still takes "
+                f"events by its own filter ({self.selector.expression})"
+            )
+        counts = {flat[i].decode(): int(flat[i + 1]) for i in range(0, len(flat), 2)}
+        return Dealt(text(newest), text(rung), self._events(entries, counts), notice)
+
+    def _events(self, entries: Sequence[Any], counts: dict[str, int]) -> list[Event]:
+        channel, events = self.k.channel, []
+        for entry in entries:
+            event = event_from_entry(channel, entry, counts)
+            if event is None:  # trimmed while pending: nothing to deliver
+                self.to_ack.append(entry[0].decode())
+            elif event.id not in self.handed:
+                self.handed.add(event.id)
+                events.append(event)
+        return events
+
+    def wait(self, newest: str, rung: str, seconds: float) -> Op[Any]:
+        """Block until the stream grows or the bell rings (events dealt, window room)."""
+        return command("XREAD", "COUNT", 1, "BLOCK", max(1, int(seconds * 1000)), "STREAMS",
+                       self.k.stream, self.k.bell(self.durable), newest, rung,
+                       context=self.context)  # fmt: skip
+
+    def commit(self, events: Sequence[Event]) -> None:
+        ids = [e.id for e in events]
+        self.handed.difference_update(ids)
+        self.to_ack.extend(ids)
+
+    def flush(self) -> list[Op[Any]]:
+        """The deferred acks now, ringing the bell (window room wakes the waiters)."""
+        acks, self.to_ack = self.to_ack, []
+        if not acks:
+            return []
+        k, d = self.k, self.durable
+        return [
+            command("XACK", k.stream, d, *acks, context=self.context),
+            command("HDEL", k.redeliveries(d), *acks, context=self.context),
+            command("XADD", k.bell(d), "MAXLEN", "~", 1, "*", "a", 1, context=self.context),
+        ]
+
+    def rollback(self, events: Sequence[Event], delay_s: float) -> Op[Any] | None:
+        if not events:
+            return None
+        ids = [e.id for e in events]
+        self.handed.difference_update(ids)
+        k, d = self.k, self.durable
+        return script("rollback_shared", [k.stream, k.redo(d), k.delayed(d), k.redeliveries(d),
+                                          k.bell(d)],
+                      [d, self.id, int(delay_s * 1000), *ids], context=self.context)  # fmt: skip
+
+    def release(self, unhanded: Sequence[Event]) -> list[Op[Any]]:
+        """Flush the acks and leave the ring; events handed out and not acked are dealt again."""
+        ops = self.flush()
+        handed = sorted(self.handed.difference(e.id for e in unhanded))
+        self.handed.clear()
+        k, d = self.k, self.durable
+        ops.append(script("release_shared", [k.stream, k.members(d), k.alive(d), k.ring(d),
+                                             k.redo(d), k.redeliveries(d), k.bell(d)],
+                          [d, self.id, *handed], context=self.context))  # fmt: skip
+        return ops

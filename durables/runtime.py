@@ -1,0 +1,112 @@
+"""The threads a client owns, and the order they stop in.
+
+A client starts threads on the application's behalf: subscriptions and session
+deliveries (they call listeners), a housekeeper (trims channels this client used)
+and the heartbeat (keeps leases). `Runtime.close()` stops them in that order, so
+nothing delivers after the client is closed and leases are released, not left to
+lapse.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from typing import Protocol
+
+from .errors import ChannelNotFound, DurablesError
+from .leases import Heartbeat
+
+log = logging.getLogger(__name__)
+MIN_ROUND_S = 0.05
+
+
+class Closable(Protocol):
+    def close(self) -> None: ...
+
+
+class Housekeeper:
+    """Trims the channels this client used, every `interval_s`, on a thread of its own:
+    a publish or an ack only marks its channel (`touch`). With `interval_s == 0` the
+    trim runs at once on the caller's thread instead (tests, tiny deployments)."""
+
+    def __init__(self, trim: Callable[[str], object], interval_s: float) -> None:
+        self._trim = trim
+        self._interval_s = interval_s
+        self._touched: set[str] = set()
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def touch(self, channel: str) -> None:
+        """Note that `channel` changed; cheap enough for every publish and ack."""
+        if self._interval_s == 0:
+            self._trim_quietly(channel)
+            return
+        if channel in self._touched:
+            return
+        with self._lock:
+            self._touched.add(channel)
+            if self._thread is None and not self._stop.is_set():
+                self._thread = threading.Thread(
+                    target=self._run, name="durables-housekeeper", daemon=True
+                )
+                self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(max(MIN_ROUND_S, self._interval_s)):
+            with self._lock:
+                channels, self._touched = self._touched, set()
+            for channel in sorted(channels):
+                if self._stop.is_set():
+                    return
+                self._trim_quietly(channel)
+
+    def _trim_quietly(self, channel: str) -> None:
+        try:
+            self._trim(channel)
+        except ChannelNotFound:
+            pass  # deleted meanwhile: nothing to trim
+        except DurablesError as exc:  # opportunistic: the next round tries again
+            log.debug("housekeeping %r failed: %s", channel, exc)
+            with self._lock:
+                self._touched.add(channel)
+
+    def close(self) -> None:
+        self._stop.set()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join()
+
+
+class Runtime:
+    """Owns a client's threads: workers (subscriptions, session deliveries), the
+    housekeeper and the heartbeat; `close()` stops them in that order."""
+
+    def __init__(self, heartbeat: Heartbeat, housekeeper: Housekeeper) -> None:
+        self.heartbeat = heartbeat
+        self.housekeeper = housekeeper
+        self._workers: dict[int, Closable] = {}
+        self._lock = threading.Lock()
+
+    def own(self, worker: Closable) -> None:
+        with self._lock:
+            self._workers[id(worker)] = worker
+
+    def disown(self, worker: Closable) -> None:
+        with self._lock:
+            self._workers.pop(id(worker), None)
+
+    def close(self) -> None:
+        with self._lock:
+            workers = list(self._workers.values())
+            self._workers.clear()
+        for worker in reversed(workers):  # the newest first
+            try:
+                worker.close()
+            except DurablesError as exc:
+                log.warning("closing %r: %s", worker, exc)
+        self.housekeeper.close()
+        self.heartbeat.close()
+
+
+__all__ = ["Closable", "Housekeeper", "Runtime"]
