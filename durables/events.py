@@ -160,11 +160,6 @@ def tombstone(key: str) -> Encoded:
     return b"", key.encode("utf-8"), b"", OP_DESTROY
 
 
-def encode_message(message: Message, max_bytes: int) -> Encoded:
-    """The ARGV values `publish.lua` takes for one ordinary event."""
-    return encode_event(message.data, message.key, message.properties, max_bytes)
-
-
 def encode_event(
     data: Any, key: str | None, properties: Properties | None, max_bytes: int
 ) -> Encoded:

@@ -16,8 +16,8 @@ from durables import (
 )
 from durables.replies import text
 
+from .helpers import publish
 from .servers import free_port
-from .test_exclusive import publish
 
 BAD_NAMES = [
     "",

@@ -9,7 +9,7 @@ import pytest
 import durables
 from durables import ChannelFullError, ChannelNotFound, DurableExistsError, DurableNotFound
 
-from .test_exclusive import fetch_all, publish
+from .helpers import fetch_all, publish
 
 
 def test_publish_returns_ordered_ids_and_payloads_round_trip(channel: durables.Channel) -> None:

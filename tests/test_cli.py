@@ -19,8 +19,8 @@ from .cli_support import (
     library_json,
     property_value,
 )
+from .helpers import fetch_all
 from .servers import free_port
-from .test_exclusive import fetch_all
 
 # -- listing and inspecting -------------------------------------------------------------
 

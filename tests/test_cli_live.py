@@ -29,7 +29,7 @@ from .cli_support import (
     exits,
     library_json,
 )
-from .test_exclusive import fetch_all
+from .helpers import fetch_all
 
 # -- tail -------------------------------------------------------------------------------
 

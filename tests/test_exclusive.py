@@ -15,19 +15,8 @@ from durables import DurableInUseError, InvalidWindowError
 
 from .children import first_line, once_free, python_child
 from .conftest import FAST
+from .helpers import fetch_all, publish
 from .servers import RedisProcess
-
-
-def publish(channel: durables.Channel, n: int, start: int = 1) -> list[str]:
-    return channel.publish_many([durables.Message(f"e{i}") for i in range(start, start + n)])
-
-
-def fetch_all(consumer: durables.Consumer, want: int, timeout: float = 5.0) -> list[durables.Event]:
-    got: list[durables.Event] = []
-    deadline = time.monotonic() + timeout
-    while len(got) < want and time.monotonic() < deadline:
-        got += consumer.fetch(timeout=0.2)
-    return got
 
 
 def test_exclusive_delivers_in_publish_order(channel: durables.Channel) -> None:

