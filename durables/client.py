@@ -83,6 +83,7 @@ class Client:
             info = executor.run(op.command("INFO", "server", parse=_info,
                                            context=f"cannot reach {self.url}"))  # fmt: skip
             self.server_version = check_server_version(info)
+            executor.load_scripts()
         except BaseException:
             executor.close()
             raise

@@ -82,6 +82,19 @@ class Executor:
                 raise translate(reply, op.context) from reply
         return [op.parse(reply) for op, reply in zip(ops, replies, strict=True)]
 
+    def load_scripts(self) -> None:
+        """Load every script in one round trip, so no pipeline meets a NOSCRIPT: done at
+        connect (a script missing mid-pipeline would be sent again alone, after the rest)."""
+        try:
+            pipe = self.redis.pipeline(transaction=False)
+            for name in scripts.NAMES:
+                pipe.script_load(scripts.source(name))
+            pipe.execute()
+        except LOST as exc:
+            raise lost(exc, "loading scripts") from exc
+        except ResponseError as exc:
+            raise translate(exc, "loading scripts") from exc
+
     def close(self) -> None:
         self.redis.close()
 
