@@ -12,7 +12,6 @@
 -- ARGV[3]  lease length in milliseconds
 -- Returns  the redelivery counts as a flat list: id, count, id, count...
 -- Errors   NODURABLE, INUSE <holder token>.
---@include ids
 --@include pool
 local stream, group, me = KEYS[1], ARGV[1], ARGV[2]
 if redis.call('HEXISTS', KEYS[2], group) == 0 then
