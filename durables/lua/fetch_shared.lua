@@ -22,7 +22,8 @@
 -- Returns  {newest stream id, newest bell id ('0-0' for none), {id, count, ...} of the
 --          caller's pending events delivered before, how many were dead-lettered now,
 --          store filter version (0: none), consumer that set it ('' for none)}.
--- Errors   DETACHED (the caller's lease lapsed and it was reaped), NODURABLE.
+-- Errors   DETACHED (the caller's lease lapsed and it was reaped), NODURABLE; NOGROUP
+--          (Redis's own) if the spec is there but the group is gone.
 --@include clock
 --@include ids
 --@include pool

@@ -10,6 +10,7 @@
 -- KEYS[7]  the durable's redelivery counts
 -- ARGV[1]  durable name (the group)
 -- Returns  1.
+-- Errors   none of its own.
 --@include clock
 --@include ids
 --@include pool

@@ -11,6 +11,8 @@
 -- ARGV[2]  consumer id
 -- ARGV[3..] ids handed to the application and not acknowledged
 -- Returns  how many events went back.
+-- Errors   NOGROUP (Redis's own) if the durable's group is gone.
+--@include clock
 --@include ids
 --@include pool
 --@include members

@@ -4,6 +4,7 @@
 -- ARGV[1]  consumer id
 -- ARGV[2]  lease length in milliseconds
 -- Returns  1 renewed, 0 the consumer is no longer attached.
+-- Errors   none of its own.
 --@include clock
 --@include pool
 --@include members

@@ -10,6 +10,7 @@
 -- ARGV[3]  delay in milliseconds (0: at once)
 -- ARGV[4..] ids
 -- Returns  how many were handed back (ids the consumer no longer held are skipped).
+-- Errors   NOGROUP (Redis's own) if the durable's group is gone.
 --@include clock
 --@include ids
 --@include pool
