@@ -42,7 +42,7 @@ local now = now_ms()
 if not renew_member(d, me, ARGV[3], now) then
   return redis.error_reply('DETACHED this consumer lost its lease and was detached')
 end
-if #ARGV >= 4 then
+if #ARGV >= 4 then  -- the caller's acknowledgements
   redis.call('XACK', d.stream, d.group, unpack(ARGV, 4))
   redis.call('HDEL', d.counts, unpack(ARGV, 4))
 end
@@ -53,14 +53,14 @@ end
 local spec = cjson.decode(raw_spec)
 local store = store_filter(d)
 
-reap(d, now)
+reap(d, now)  -- lapsed consumers' events and due rollbacks go back first in line
 local order, room, total, busy, filters = rooms(d)
 local serial = spec['kind'] == 'serial'
 if serial then
   total = serial_room(order, room, busy)
 end
 local buried = 0
-if total > 0 and #order > 0 then
+if total > 0 and #order > 0 then  -- room to deal into
   if not deal_direct(d, me, spec, store, order, room, filters, serial) then
     local picks
     picks, buried = pick(d, spec, store, total)

@@ -5,7 +5,7 @@
 -- durables deal in order, to one member at a time.
 -- Functions take `d` as in members.lua (with d.redo, d.counts, d.dead as in reap.lua and
 -- dead_letters.lua), `me` (the fetching consumer), the durable's decoded `spec` ('ast',
--- 'max_deliveries'), the `store` filter (members.store_filter) and what rooms(d) returned:
+-- 'max_deliveries'), the `store` filter (store_filter(d)) and what rooms(d) returned:
 -- `order` (the ring), `room` (consumer -> room left) and `filters` (consumer -> tree or nil).
 local SCAN_LIMIT = 5000
 
