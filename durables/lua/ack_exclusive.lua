@@ -11,7 +11,7 @@
 -- ARGV[3]  lease length in milliseconds
 -- ARGV[4]  the id up to which (inclusive) to acknowledge, or '' for none
 -- Returns  how many events were acknowledged.
--- Errors   LEASELOST.
+-- Errors   LEASELOST; NOGROUP (Redis's own) if the durable's group is gone.
 --@include cumulative
 if redis.call('GET', KEYS[2]) ~= ARGV[2] then
   return redis.error_reply('LEASELOST the lease of this exclusive durable has lapsed')

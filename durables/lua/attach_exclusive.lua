@@ -11,8 +11,8 @@
 -- ARGV[2]  the new holder's token (its consumer name in the group)
 -- ARGV[3]  lease length in milliseconds
 -- Returns  the redelivery counts as a flat list: id, count, id, count...
--- Errors   NODURABLE, INUSE <holder token>.
---@include ids
+-- Errors   NODURABLE, INUSE <holder token>; NOGROUP (Redis's own) if the durable's spec
+--          is there but its group is gone.
 --@include pool
 local stream, group, me = KEYS[1], ARGV[1], ARGV[2]
 if redis.call('HEXISTS', KEYS[2], group) == 0 then

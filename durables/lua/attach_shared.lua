@@ -11,27 +11,23 @@
 -- ARGV[3]  window: most unacknowledged events this consumer may hold
 -- ARGV[4]  lease length in milliseconds
 -- ARGV[5]  the consumer's filter tree as JSON, or '' for none
--- Returns  the store filter's version as this consumer sees it.
+-- Returns  the store filter's version as this consumer sees it (0: none yet).
 -- Errors   NODURABLE.
+--@include clock
 --@include pool
+--@include members
 if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 0 then
   return redis.error_reply('NODURABLE the durable does not exist')
 end
+local d = {members = KEYS[2], alive = KEYS[3], ring = KEYS[4]}
 local tree = cjson.null
 if ARGV[5] ~= '' then
   tree = cjson.decode(ARGV[5])
 end
-redis.call('HSET', KEYS[2], ARGV[2], cjson.encode({w = tonumber(ARGV[3]), ast = tree}))
-redis.call('ZADD', KEYS[3], now_ms() + tonumber(ARGV[4]), ARGV[2])
-redis.call('LREM', KEYS[4], 0, ARGV[2])
-redis.call('RPUSH', KEYS[4], ARGV[2])
-local raw = redis.call('HGET', KEYS[2], '_store')
-local version = 0
-if raw then
-  version = cjson.decode(raw)['version']
-end
+add_member(d, ARGV[2], tonumber(ARGV[3]), tree, ARGV[4])
+local version = store_filter(d)['version']
 if ARGV[5] ~= '' then
   version = version + 1
-  redis.call('HSET', KEYS[2], '_store', cjson.encode({ast = tree, by = ARGV[2], version = version}))
+  set_store_filter(d, tree, ARGV[2], version)
 end
 return version

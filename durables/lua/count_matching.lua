@@ -6,6 +6,7 @@
 -- ARGV[3]  scan at most this many events
 -- ARGV[4]  'count', or 'ids' to return the matching ids themselves
 -- Returns  {count or list of ids, last id scanned ('' when the stream's end was reached)}.
+-- Errors   none of its own.
 --@include selector
 local tree = cjson.decode(ARGV[1])
 local limit = tonumber(ARGV[3])

@@ -7,7 +7,8 @@
 -- ARGV[3]  the group's start: '0', '$', or the id just before the first event to deliver
 -- ARGV[4]  an event id that must exist in the stream ('' = no check)
 -- Returns  {1, spec} when created, {0, stored spec} when it already existed.
--- Errors   NOCHANNEL, NOSTART <id>.
+-- Errors   NOCHANNEL, NOSTART <id>; XGROUP CREATE's own errors (a bad start id, ...) are
+--          passed on, except BUSYGROUP (the group exists: it is kept).
 if redis.call('EXISTS', KEYS[2]) == 0 then
   return redis.error_reply('NOCHANNEL the channel does not exist')
 end

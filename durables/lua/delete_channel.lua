@@ -2,9 +2,11 @@
 -- KEYS[1]  the channel's stream
 -- KEYS[2]  the channel's meta hash
 -- KEYS[3]  the channel's durables hash
--- KEYS[4..] the channel's other keys, and the own keys of every durable named in ARGV
--- ARGV     the channel's durable names, as the caller listed them
+-- KEYS[4..] the channel's other keys (last values, last ids), and the own keys of every
+--          durable named in ARGV: all deleted
+-- ARGV[1..] the channel's durable names, as the caller listed them
 -- Returns  1 deleted, 0 no such channel, -1 the durables changed meanwhile (list again and retry).
+-- Errors   none of its own.
 if redis.call('EXISTS', KEYS[2]) == 0 then
   return 0
 end

@@ -10,8 +10,14 @@
 -- KEYS[7]  the durable's redelivery counts
 -- ARGV[1]  durable name (the group)
 -- Returns  1.
+-- Errors   none of its own.
+--@include clock
 --@include ids
 --@include pool
+--@include members
 --@include reap
-reap(KEYS[1], ARGV[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], now_ms())
+reap({
+  stream = KEYS[1], members = KEYS[2], alive = KEYS[3], ring = KEYS[4], redo = KEYS[5],
+  delayed = KEYS[6], counts = KEYS[7], group = ARGV[1],
+}, now_ms())
 return 1

@@ -4,7 +4,8 @@
 -- KEYS[2]  the durable's keep set
 -- ARGV[1]  the holder's token
 -- ARGV[2..] ids read but not handed out
--- Returns  1 if the lease was released, 0 if it was no longer held.
+-- Returns  1 if the lease was released, 0 if it was no longer held (nothing recorded).
+-- Errors   none of its own.
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then
   return 0
 end

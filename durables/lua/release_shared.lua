@@ -11,28 +11,29 @@
 -- ARGV[2]  consumer id
 -- ARGV[3..] ids handed to the application and not acknowledged
 -- Returns  how many events went back.
+-- Errors   NOGROUP (Redis's own) if the durable's group is gone.
+--@include clock
 --@include ids
 --@include pool
-local stream, group, me = KEYS[1], ARGV[1], ARGV[2]
-local back = claim(stream, group, POOL, pending_of(stream, group, me))
+--@include members
+local d = {
+  stream = KEYS[1], members = KEYS[2], alive = KEYS[3], ring = KEYS[4], redo = KEYS[5],
+  counts = KEYS[6], bell = KEYS[7], group = ARGV[1],
+}
+local me = ARGV[2]
+local back = claim(d.stream, d.group, POOL, pending_of(d.stream, d.group, me))
 local handed = {}
 for i = 3, #ARGV do
   handed[ARGV[i]] = true
 end
 for _, id in ipairs(back) do
   if handed[id] then
-    redis.call('HINCRBY', KEYS[6], id, 1)
+    redis.call('HINCRBY', d.counts, id, 1)
   end
 end
-push_front(KEYS[5], sort_ids(back))
-redis.call('HDEL', KEYS[2], me)
-redis.call('ZREM', KEYS[3], me)
-redis.call('LREM', KEYS[4], 0, me)
-redis.call('XGROUP', 'DELCONSUMER', stream, group, me)
-if redis.call('HLEN', KEYS[2]) == 1 then
-  redis.call('HDEL', KEYS[2], '_store')  -- the last consumer left: the next first one decides
-end
+push_front(d.redo, sort_ids(back))
+remove_member(d, me)
 if #back > 0 then
-  redis.call('XADD', KEYS[7], 'MAXLEN', 1, '*', 'r', 1)
+  ring_bell(d.bell)
 end
 return #back

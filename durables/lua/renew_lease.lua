@@ -3,6 +3,7 @@
 -- ARGV[1]  the holder's token
 -- ARGV[2]  lease length in milliseconds
 -- Returns  1 renewed, 0 the lease is gone or held by another token.
+-- Errors   none of its own.
 if redis.call('GET', KEYS[1]) == ARGV[1] then
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
   return 1

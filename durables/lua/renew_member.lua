@@ -4,9 +4,11 @@
 -- ARGV[1]  consumer id
 -- ARGV[2]  lease length in milliseconds
 -- Returns  1 renewed, 0 the consumer is no longer attached.
+-- Errors   none of its own.
+--@include clock
 --@include pool
-if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 0 then
-  return 0
+--@include members
+if renew_member({members = KEYS[1], alive = KEYS[2]}, ARGV[1], ARGV[2]) then
+  return 1
 end
-redis.call('ZADD', KEYS[2], now_ms() + tonumber(ARGV[2]), ARGV[1])
-return 1
+return 0

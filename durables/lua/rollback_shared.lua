@@ -10,8 +10,11 @@
 -- ARGV[3]  delay in milliseconds (0: at once)
 -- ARGV[4..] ids
 -- Returns  how many were handed back (ids the consumer no longer held are skipped).
+-- Errors   NOGROUP (Redis's own) if the durable's group is gone.
+--@include clock
 --@include ids
 --@include pool
+--@include members
 local stream, group, me = KEYS[1], ARGV[1], ARGV[2]
 local mine = {}
 for i = 4, #ARGV do
@@ -36,5 +39,5 @@ if delay > 0 then
 else
   push_front(KEYS[2], moved)
 end
-redis.call('XADD', KEYS[5], 'MAXLEN', 1, '*', 'r', 1)
+ring_bell(KEYS[5])
 return #moved

@@ -1,6 +1,8 @@
 -- Library (`--@include cumulative`): the cumulative acknowledgement of an exclusive
 -- durable: every event the holder has pending, up to and including an id, is
 -- acknowledged and its redelivery bookkeeping forgotten. Returns how many.
+-- No globals needed: ack_upto(stream, group, holder token, redelivery counts hash,
+-- keep set, last id to acknowledge).
 local function ack_upto(stream, group, holder, counts, keep, upto)
   local acked, bookkeeping = 0, redis.call('EXISTS', counts, keep) > 0
   repeat

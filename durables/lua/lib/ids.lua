@@ -1,4 +1,5 @@
--- Library (`--@include ids`): stream ids compared and stepped as (ms, seq) pairs.
+-- Library (`--@include ids`): stream ids compared and stepped as (ms, seq) pairs, and a
+-- stream's newest id. No globals needed.
 local function split_id(id)
   local ms, seq = string.match(id, '^(%d+)-(%d+)$')
   return tonumber(ms), tonumber(seq)
@@ -26,4 +27,10 @@ end
 local function sort_ids(ids)
   table.sort(ids, id_before)
   return ids
+end
+
+-- The id of a stream's newest entry, '0-0' when it has none (or does not exist).
+local function newest_id(stream)
+  local newest = redis.call('XREVRANGE', stream, '+', '-', 'COUNT', 1)
+  return newest[1] and newest[1][1] or '0-0'
 end

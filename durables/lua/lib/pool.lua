@@ -1,13 +1,10 @@
--- Library (`--@include pool`): moving pending events between the consumers of a shared or
--- serial durable. Events waiting to be dealt (again) are pending under the pseudo-consumer
--- '_pool', so they keep holding back retention, and are listed in order in the redo list.
+-- Library (`--@include pool`): moving pending events between the consumers of a durable
+-- (any kind: exclusive takeovers use it too). Events of a shared or serial durable that wait
+-- to be dealt (again) are pending under the pseudo-consumer '_pool', so they keep holding
+-- back retention, and are listed in order in the redo list. No globals needed: functions
+-- take the stream, the group (durable name) and the keys they touch as arguments.
 local POOL = '_pool'
 local CHUNK = 1000
-
-local function now_ms()
-  local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-end
 
 -- Every pending id of one consumer, in id order.
 local function pending_of(stream, group, consumer)
@@ -50,4 +47,23 @@ local function push_front(list, ids)
     end
     redis.call('LPUSH', list, unpack(part))
   end
+end
+
+-- A consumer's pending events that were delivered before, as a flat list id, count, ...
+-- (`counts` holds only ids counted above zero; usually it does not exist at all).
+local function redelivered_of(stream, group, counts, consumer)
+  local redelivered, mine = {}, {}
+  if redis.call('EXISTS', counts) == 1 then
+    mine = pending_of(stream, group, consumer)
+  end
+  if #mine > 0 then
+    local values = redis.call('HMGET', counts, unpack(mine))
+    for i, id in ipairs(mine) do
+      if values[i] then
+        redelivered[#redelivered + 1] = id
+        redelivered[#redelivered + 1] = values[i]
+      end
+    end
+  end
+  return redelivered
 end

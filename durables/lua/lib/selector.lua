@@ -2,6 +2,7 @@
 -- durables selector (see durables/selector.py) against an event's key and properties,
 -- with JMS three-valued logic: nil is unknown, and only true matches. Must agree with
 -- the Python evaluator; tests/test_selector_lua.py checks the two side by side.
+-- No globals needed; defines the table `selector` (matches, fields), the rest is local.
 local selector = {}
 
 local function kind_of(v)

@@ -1,0 +1,164 @@
+-- Library (`--@include deal`, after `selector`, `pool`, `members` and `dead_letters`): the
+-- dealing of a shared or serial durable. Waiting events (handed back ones first, then new
+-- ones the durable's filter and the store filter accept) go round robin to the members with
+-- room in their window, each to the next one in the ring whose own filter takes it. Serial
+-- durables deal in order, to one member at a time.
+-- Functions take `d` as in members.lua (with d.redo, d.counts, d.dead as in reap.lua and
+-- dead_letters.lua), `me` (the fetching consumer), the durable's decoded `spec` ('ast',
+-- 'max_deliveries'), the `store` filter (store_filter(d)) and what rooms(d) returned:
+-- `order` (the ring), `room` (consumer -> room left) and `filters` (consumer -> tree or nil).
+local SCAN_LIMIT = 5000
+
+-- The fields of the events read in this run, by id: read at most once, and only when a
+-- filter needs them.
+local fields_of = {}
+
+-- True if the event passes `tree` (nil: no filter, everything passes).
+local function wanted(stream, tree, id)
+  if tree == nil then
+    return true
+  end
+  if fields_of[id] == nil then
+    local entry = redis.call('XRANGE', stream, id, id)
+    fields_of[id] = entry[1] and entry[1][2] or {}
+  end
+  return selector.matches(tree, selector.fields(fields_of[id]))
+end
+
+-- The serial rule: nothing new while anything dealt is unacknowledged (`busy`), and then
+-- no more than one member can take.
+local function serial_room(order, room, busy)
+  local most = 0
+  if not busy then
+    for _, consumer in ipairs(order) do
+      most = math.max(most, room[consumer])
+    end
+  end
+  return most
+end
+
+-- Up to `want` events to deal: handed-back ones first (those past max_deliveries are buried
+-- instead), then new ones the durable's filter and the store filter (seed 004) accept; the
+-- rest are acknowledged and dropped. Returns the picks and how many were buried.
+local function pick(d, spec, store, want)
+  local picks, buried, limit = {}, 0, tonumber(spec['max_deliveries'])
+  while #picks < want do
+    local id = redis.call('LPOP', d.redo)
+    if not id then
+      break
+    end
+    if bury(d, limit, id) then
+      buried = buried + 1
+    else
+      picks[#picks + 1] = id
+    end
+  end
+  local durable_tree, store_tree = filter_tree(spec['ast']), filter_tree(store['ast'])
+  local scanned = 0
+  while #picks < want and scanned < SCAN_LIMIT do
+    local got = redis.call('XREADGROUP', 'GROUP', d.group, POOL, 'COUNT', want - #picks,
+      'STREAMS', d.stream, '>')
+    if not got then
+      break
+    end
+    local skipped = {}
+    for _, entry in ipairs(got[1][2]) do
+      scanned = scanned + 1
+      fields_of[entry[1]] = entry[2]
+      if wanted(d.stream, durable_tree, entry[1]) and wanted(d.stream, store_tree, entry[1]) then
+        picks[#picks + 1] = entry[1]
+      else
+        skipped[#skipped + 1] = entry[1]
+      end
+    end
+    if #skipped > 0 then
+      redis.call('XACK', d.stream, d.group, unpack(skipped))
+    end
+  end
+  return picks, buried
+end
+
+-- The index of the next member from `at` in the ring with room whose own filter takes the event.
+local function taker(stream, order, room, filters, at, id)
+  local n = #order
+  for tries = 0, n - 1 do
+    local i = (at - 1 + tries) % n + 1
+    local consumer = order[i]
+    if room[consumer] > 0 and wanted(stream, filters[consumer], id) then
+      return i
+    end
+  end
+  return nil
+end
+
+-- Deal picks round robin from the head of the ring; the ring turns past the last served.
+-- Serial durables deal in order to one member and stop at the first event it cannot
+-- take. Events nobody can take now go back first in line. True if others than `me` got any.
+local function deal(d, me, order, room, filters, picks, serial)
+  local dealt, left, at, only = {}, {}, 1, nil
+  for _, id in ipairs(picks) do
+    local i = nil
+    if serial and only then
+      if room[order[only]] > 0 and #left == 0 and wanted(d.stream, filters[order[only]], id) then
+        i = only
+      end
+    elseif #left == 0 or not serial then
+      i = taker(d.stream, order, room, filters, at, id)
+      only = i
+    end
+    if i == nil then
+      left[#left + 1] = id
+    else
+      local consumer = order[i]
+      dealt[consumer] = dealt[consumer] or {}
+      table.insert(dealt[consumer], id)
+      room[consumer] = room[consumer] - 1
+      at = i % #order + 1
+    end
+  end
+  push_front(d.redo, left)
+  local others = false
+  for consumer, ids in pairs(dealt) do
+    claim(d.stream, d.group, consumer, ids)
+    others = others or consumer ~= me
+  end
+  turn_ring(d, order, at)
+  return others
+end
+
+-- The common case, cheaply: no filter anywhere, nothing handed back waiting, and one member
+-- only to deal to (the others' windows are full, or the durable is serial). New events then
+-- go straight to it with one XREADGROUP, with no pool and no XCLAIM. True if that settled
+-- the dealing (nothing or all dealt), false if pick and deal must do it.
+local function deal_direct(d, me, spec, store, order, room, filters, serial)
+  if spec['ast'] ~= nil and spec['ast'] ~= cjson.null then
+    return false
+  end
+  if filter_tree(store['ast']) ~= nil or redis.call('LLEN', d.redo) > 0 then
+    return false
+  end
+  local only = nil
+  for i, consumer in ipairs(order) do
+    if room[consumer] > 0 then
+      if only ~= nil and not serial then
+        return false
+      end
+      if only == nil then
+        only = i
+      end
+    end
+  end
+  if only == nil or filters[order[only]] ~= nil then
+    return only == nil
+  end
+  local consumer = order[only]
+  local got = redis.call('XREADGROUP', 'GROUP', d.group, consumer, 'COUNT', room[consumer],
+    'STREAMS', d.stream, '>')
+  if got and #got[1][2] > 0 then
+    turn_ring(d, order, only % #order + 1)
+    if consumer ~= me then
+      ring_bell(d.bell)
+    end
+  end
+  return true
+end
