@@ -5,11 +5,11 @@
 -- ARGV[1]  the live client's token
 -- ARGV[2]  lease length in milliseconds
 -- Returns  1 if the lease was still this client's and is renewed, else 0 (nothing stamped).
+-- Errors   none of its own.
+--@include clock
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then
   return 0
 end
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
-local clock = redis.call('TIME')
-redis.call('HSET', KEYS[2], 'last_seen_ms',
-  string.format('%.0f', tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)))
+redis.call('HSET', KEYS[2], 'last_seen_ms', string.format('%.0f', now_ms()))
 return 1

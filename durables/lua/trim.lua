@@ -14,6 +14,7 @@
 -- ARGV[2]  with 'purge': the last id to remove, or '+' for everything; else ''
 -- ARGV[3..] durable names matching KEYS[4..]
 -- Returns  how many events were removed.
+--@include clock
 --@include ids
 --@include selector
 local stream = KEYS[1]
@@ -84,9 +85,7 @@ else
   end
   local ttl = tonumber(redis.call('HGET', KEYS[2], 'ttl_ms'))
   if ttl then
-    local clock = redis.call('TIME')
-    local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
-    local expired = string.format('%.0f-0', now - ttl)
+    local expired = string.format('%.0f-0', now_ms() - ttl)
     if cut == nil or id_before(cut, expired) then
       cut = expired
     end

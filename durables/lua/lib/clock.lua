@@ -1,5 +1,5 @@
 -- Library (`--@include clock`): the server's clock. No globals needed.
--- (trim.lua is the exception: it takes the time as an argument.)
+-- Every script reads time from here: leases, lifespans and expiry share one clock.
 
 -- Now, in milliseconds, from the server's TIME.
 local function now_ms()
