@@ -7,7 +7,7 @@ everything it makes. It holds no logic of its own beyond that.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
@@ -24,7 +24,7 @@ from .records import ChannelInfo, FullPolicy, HousekeepReport, SessionRecord
 from .retention import trim_channel
 from .runtime import Housekeeper, Runtime
 from .server import EmbeddedServer
-from .session import Session
+from .session import Overflow, Session
 from .settings import Settings, load_settings
 from .transport import transport_for
 
@@ -76,24 +76,45 @@ class Client:
         )
         self.namespace = settings.namespace
         self.transport = transport_for(self.url)
+        beat_timeout = max(0.05, settings.lease_timeout_s * HEARTBEAT_TIMEOUT_FRACTION)
+        quick = min(beat_timeout, settings.connect_timeout_s)
         executor = Executor(
-            self.transport.connect(settings.socket_timeout_s, settings.connect_timeout_s)
+            self.transport.connect(settings.socket_timeout_s, settings.connect_timeout_s),
+            reconnect_timeout_s=settings.reconnect_timeout_s,
+            probe=self.transport.connect(beat_timeout, quick),
         )
         try:
             info = executor.run(op.command("INFO", "server", parse=_info,
-                                           context=f"cannot reach {self.url}"))  # fmt: skip
+                                           context=f"cannot reach {self.url}"),
+                                retry=False)  # fmt: skip
             self.server_version = check_server_version(info)
             executor.load_scripts()
         except BaseException:
             executor.close()
             raise
-        beat_timeout = max(0.05, settings.lease_timeout_s * HEARTBEAT_TIMEOUT_FRACTION)
         heartbeat = Heartbeat(
-            Executor(self.transport.connect(beat_timeout, settings.connect_timeout_s)),
+            Executor(self.transport.connect(beat_timeout, quick)),
             int(settings.lease_timeout_s * 1000),
+            on_failure=self._heartbeat_failed,
         )
         housekeeper = Housekeeper(self._trim, settings.housekeep_interval_s)
         self.ctx = Context(executor, settings, Runtime(heartbeat, housekeeper))
+        heartbeat.start()
+
+    def _heartbeat_failed(self) -> None:
+        """The server stopped answering the heartbeat: break the application's connections
+        (a black-holed socket would hold a call for the whole socket timeout)."""
+        if self.ctx.executor.state == "connected":
+            self.ctx.executor.interrupt()
+
+    @property
+    def state(self) -> str:
+        """'connected', 'reconnecting' (an outage is being waited out) or 'closed'."""
+        return self.ctx.executor.state
+
+    def on_state(self, listener: Callable[[str, str], object]) -> None:
+        """Call `listener(old, new)` at every change of `state`."""
+        self.ctx.executor.on_state(listener)
 
     def _trim(self, channel: str) -> int:
         return trim_channel(self.ctx, self.ctx.keys(channel))
@@ -138,13 +159,29 @@ class Client:
         """Every channel in the namespace, with its length, first and last ids and durables."""
         return channel_infos(self.ctx, self.channel_names())
 
-    def session(self, session_id: str, timeout: float = 60.0) -> Session:
+    def session(
+        self,
+        session_id: str,
+        timeout: float = 60.0,
+        *,
+        max_depth: int | None = None,
+        disconnected_max_depth: int | None = None,
+        overflow: Overflow = "close",
+        recovery_buffer: int | None = None,
+        auto_ack: bool = True,
+    ) -> Session:
         """Create or resume the durable client session `session_id` (see `durables.session`).
 
         `timeout` (seconds): how long the session's queue and durable interests outlive a
-        disconnect. `SessionInUseError` if the session is live in another client.
+        disconnect. `recovery_buffer`: how many events may be in flight (sent, not yet
+        acknowledged); after a broken connection they are sent again. `SessionInUseError`
+        if the session is live in another client.
         """
-        return Session(self.ctx, session_id, timeout)
+        return Session(
+            self.ctx, session_id, timeout, max_depth=max_depth,
+            disconnected_max_depth=disconnected_max_depth, overflow=overflow,
+            recovery_buffer=recovery_buffer, auto_ack=auto_ack,
+        )  # fmt: skip
 
     def sessions(self) -> list[SessionRecord]:
         """Every session's record (id, timeout, last seen, interests)."""

@@ -7,13 +7,14 @@ keeps track of what it handed out.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Iterator, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Protocol
 
-from .errors import ConsumerClosedError
+from .errors import ConnectionLostError, ConsumerClosedError
 
 if TYPE_CHECKING:
     from .events import Event
@@ -34,8 +35,9 @@ class Reader(Protocol):
 
     def read(self, timeout: float) -> list[Event]: ...
 
-    def commit(self, events: Sequence[Event], *, defer: bool = False) -> None:
-        """Acknowledge `events`; `defer` lets the reader send it with its next read."""
+    def commit(self, events: Sequence[Event], *, defer: bool = False, retry: bool = True) -> None:
+        """Acknowledge `events`; `defer` lets the reader send it with its next read; without
+        `retry` an outage raises at once instead of being waited out."""
 
     def ack(self, event: Event, outstanding: list[Event]) -> list[Event]: ...
 
@@ -91,7 +93,8 @@ class Consumer:
                     self._outstanding.extend(events)
                 return events
             if not self._outstanding:
-                self.reader.commit(())  # lets go of events the filter skipped
+                with contextlib.suppress(ConnectionLostError):  # the next fetch tries again
+                    self.reader.commit((), retry=False)  # lets go of events the filter skipped
             if time.monotonic() >= deadline:
                 return []
 
@@ -133,7 +136,7 @@ class Consumer:
             return
         try:
             if clean and self.auto_ack and self._outstanding:
-                self.reader.commit(self._outstanding)
+                self.reader.commit(self._outstanding, retry=False)  # closing waits for nothing
         finally:
             self._closed = True
             self.reader.release(unhanded)

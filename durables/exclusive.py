@@ -12,6 +12,7 @@ import threading
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from .errors import ConnectionLostError, DurableInUseError, LeaseLostError
 from .leases import Lease, LeaseHolder
 from .ops.exclusive import ExclusiveCursor
 
@@ -41,20 +42,49 @@ class ExclusiveReader(LeaseHolder):
             selectors=selectors,
         )  # fmt: skip
         self._context = self.state.context
+        self._epoch = 0
 
     def attach(self) -> None:
+        self._epoch = self.ctx.executor.epoch
         self.state.on_attach(self.ctx.executor.run(self.state.attach()))
         self.ctx.runtime.heartbeat.add(Lease(self.token, self.state.renew(), self._on_lost))
 
+    def _reattach(self) -> None:
+        """After an outage or a lapsed lease: take the lease again if it is still free (or
+        still ours), and go on where the server says this consumer stands."""
+        epoch = self.ctx.executor.epoch
+        try:
+            counts = self.ctx.executor.run(self.state.attach(), retry=False)
+        except DurableInUseError as exc:
+            raise LeaseLostError(f"{self._context}: this consumer lost its lease ({exc})") from exc
+        with self.lock:
+            self.state.on_reattach(counts)
+        self._epoch, self._lost = epoch, False
+        self.ctx.runtime.heartbeat.add(Lease(self.token, self.state.renew(), self._on_lost))
+
     def read(self, timeout: float) -> list[Event]:
-        self._check_lease()
+        """Events within `timeout`; through an outage it waits and attaches again, and
+        returns [] if the server is still away when `timeout` ends."""
+        deadline = self.ctx.clock() + timeout
+        while True:
+            try:
+                if self._lost or self._epoch != self.ctx.executor.epoch:
+                    self._reattach()  # LeaseLostError if another consumer holds it now
+                try:
+                    return self._read(deadline)
+                except LeaseLostError:
+                    self._lost = True  # the lease lapsed: take it again if it is free
+            except ConnectionLostError:
+                if not self.ctx.executor.recover(until=deadline):
+                    return []
+
+    def _read(self, deadline: float) -> list[Event]:
         clock, executor = self.ctx.clock, self.ctx.executor
-        deadline = clock() + timeout
         while True:
             with self.lock:
                 ops = self.state.read()
             try:
-                replies = executor.run_all(ops)
+                replies = executor.run_all(ops, retry=False)
             except BaseException:
                 with self.lock:
                     self.state.read_failed()
@@ -71,16 +101,17 @@ class ExclusiveReader(LeaseHolder):
             remaining = deadline - clock()
             if remaining <= 0:
                 return []
-            entries = executor.run(self.state.wait(min(remaining, self.ctx.settings.block_s)))
+            wait = self.state.wait(min(remaining, self.ctx.settings.block_s))
+            entries = executor.run(wait, retry=False)
             if entries:
                 with self.lock:
                     return self.state.events(entries)
 
-    def commit(self, events: Sequence[Event], *, defer: bool = False) -> None:
+    def commit(self, events: Sequence[Event], *, defer: bool = False, retry: bool = True) -> None:
         with self.lock:
             op = self.state.commit(events, defer=defer)
             if op is not None:
-                self.ctx.executor.run(op)
+                self.ctx.executor.run(op, retry=retry)
         if op is not None:
             self.ctx.touch(self.k.channel)
 
@@ -98,7 +129,8 @@ class ExclusiveReader(LeaseHolder):
                 self.ctx.executor.run(op)
 
     def release(self, unhanded: Sequence[Event]) -> None:
+        """Give up the lease; with the server away, it lapses by itself."""
         self.ctx.runtime.heartbeat.remove(self.token)
         with self.lock:
-            self.ctx.executor.run_all(self.state.release(unhanded))
+            self.ctx.executor.run_all(self.state.release(unhanded), retry=False)
         self.ctx.touch(self.k.channel)

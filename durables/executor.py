@@ -1,19 +1,29 @@
-"""The one place that sends operations to the server.
+"""The one place that sends operations to the server, and rides through outages.
 
 Everything else builds `Op`s (pure data) and reads typed results. Here alone:
 EVALSHA with a reload after NOSCRIPT (a restarted server has no scripts), pipelining
-several operations into one round trip, and the translation of every server error
-into our tree (by prefix: `durables.replies.translate`) and of every broken socket
-into `ConnectionLostError`.
+several operations into one round trip, the translation of every server error into
+our tree (by prefix: `durables.replies.translate`) and of every broken socket into
+`ConnectionLostError`, and reconnection: after a dropped connection, a timeout or a
+server restart, calls wait (exponential backoff with jitter, probing with a short
+timeout) until the server answers again, for at most `reconnect_timeout_s` from the
+start of the outage. Then the state is "closed" and they raise.
+
+Each reconnection increments `epoch`: readers that kept a position on the server
+(a lease, a cursor) compare it with theirs and attach again before going on.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+import logging
+import random
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import NoScriptError, ResponseError
+from redis.exceptions import NoScriptError, RedisError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from . import scripts
@@ -25,8 +35,13 @@ if TYPE_CHECKING:
 
     from .ops.base import Op
 
+log = logging.getLogger(__name__)
 T = TypeVar("T")
 LOST = (RedisConnectionError, RedisTimeoutError)
+State = Literal["connected", "reconnecting", "closed"]
+StateListener = Callable[[str, str], object]
+FIRST_BACKOFF_S = 0.05
+MAX_BACKOFF_S = 1.0
 
 
 def lost(exc: BaseException, context: str) -> ConnectionLostError:
@@ -35,18 +50,88 @@ def lost(exc: BaseException, context: str) -> ConnectionLostError:
 
 
 class Executor:
-    """Sends operations over one redis-py connection pool (thread-safe, as the pool is)."""
+    """Sends operations over one redis-py connection pool (thread-safe, as the pool is).
 
-    def __init__(self, redis: Redis) -> None:
+    `probe` is a client with a short socket timeout, used to find out whether the server
+    answers again (a black-holed connection would otherwise hold a probe for the whole
+    socket timeout); without one the pool itself is probed.
+    """
+
+    def __init__(
+        self, redis: Redis, *, reconnect_timeout_s: float = 0.0, probe: Redis | None = None
+    ) -> None:
         self.redis = redis
+        self.reconnect_timeout_s = reconnect_timeout_s
+        self._probe = probe or redis
+        self.epoch = 0
+        """Incremented at every reconnection (and script reload after a NOSCRIPT)."""
+        self._state: State = "connected"
+        self._outage_since = 0.0
+        self._lock = threading.Lock()
+        self._listeners: list[StateListener] = []
 
-    def run(self, op: Op[T]) -> T:
-        """Send one operation and parse its reply; our errors for error replies."""
+    # -- state ----------------------------------------------------------------------------
+
+    @property
+    def state(self) -> State:
+        return self._state
+
+    def on_state(self, listener: StateListener) -> None:
+        """Call `listener(old, new)` at every change of state."""
+        self._listeners.append(listener)
+
+    def _set_state(self, new: State, *, quiet: bool = False) -> None:
+        """Change state; the caller holds the lock."""
+        old, self._state = self._state, new
+        if old == new:
+            return
+        level = logging.DEBUG if quiet else logging.INFO if new == "connected" else logging.WARNING
+        log.log(level, "server connection: %s -> %s", old, new)
+        for listener in list(self._listeners):
+            try:
+                listener(old, new)
+            except Exception:
+                log.exception("state listener failed on %s -> %s", old, new)
+
+    # -- sending --------------------------------------------------------------------------
+
+    def run(self, op: Op[T], *, retry: bool = True) -> T:
+        """Send one operation and parse its reply; our errors for error replies.
+
+        With `retry`, a lost connection is waited out (see `recover`) and the operation
+        sent again; without, `ConnectionLostError` is raised at once.
+        """
+        while True:
+            try:
+                return self._run_once(op)
+            except ConnectionLostError:
+                if not retry:
+                    self.lost_connection()
+                    raise
+                self.recover()
+
+    def run_all(self, ops: Sequence[Op[Any]], *, retry: bool = True) -> list[Any]:
+        """Send operations in one pipeline (one round trip), in order; parsed replies.
+
+        Every operation runs even if an earlier one fails; then the first error reply is
+        raised. A script the server did not know is loaded and only that call is sent
+        again, so nothing else in the pipeline runs twice. `retry` as for `run`.
+        """
+        while True:
+            try:
+                return self._run_all_once(ops)
+            except ConnectionLostError:
+                if not retry:
+                    self.lost_connection()
+                    raise
+                self.recover()
+
+    def _run_once(self, op: Op[T]) -> T:
         try:
             try:
                 reply = self._send(op)
             except NoScriptError:
-                self._load(op)
+                self._reloaded()
                 reply = self._send(op)
         except ResponseError as exc:
             if error_word(exc)[0] not in op.tolerate:
@@ -56,15 +141,9 @@ class Executor:
             raise lost(exc, op.context) from exc
         return op.parse(reply)
 
-    def run_all(self, ops: Sequence[Op[Any]]) -> list[Any]:
-        """Send operations in one pipeline (one round trip), in order; parsed replies.
-
-        Every operation runs even if an earlier one fails; then the first error reply is
-        raised. A script the server did not know is loaded and only that call is sent
-        again, so nothing else in the pipeline runs twice.
-        """
+    def _run_all_once(self, ops: Sequence[Op[Any]]) -> list[Any]:
         if len(ops) == 1:
-            return [self.run(ops[0])]
+            return [self._run_once(ops[0])]
         context = ops[0].context if ops else ""
         try:
             pipe = self.redis.pipeline(transaction=False)
@@ -73,7 +152,7 @@ class Executor:
             replies: list[Any] = pipe.execute(raise_on_error=False)
             for i, reply in enumerate(replies):
                 if isinstance(reply, NoScriptError):
-                    self._load(ops[i])
+                    self._reloaded()
                     replies[i] = self._send_capturing(ops[i])
         except LOST as exc:
             raise lost(exc, context) from exc
@@ -81,22 +160,6 @@ class Executor:
             if isinstance(reply, ResponseError) and error_word(reply)[0] not in op.tolerate:
                 raise translate(reply, op.context) from reply
         return [op.parse(reply) for op, reply in zip(ops, replies, strict=True)]
-
-    def load_scripts(self) -> None:
-        """Load every script in one round trip, so no pipeline meets a NOSCRIPT: done at
-        connect (a script missing mid-pipeline would be sent again alone, after the rest)."""
-        try:
-            pipe = self.redis.pipeline(transaction=False)
-            for name in scripts.NAMES:
-                pipe.script_load(scripts.source(name))
-            pipe.execute()
-        except LOST as exc:
-            raise lost(exc, "loading scripts") from exc
-        except ResponseError as exc:
-            raise translate(exc, "loading scripts") from exc
-
-    def close(self) -> None:
-        self.redis.close()
 
     @staticmethod
     def _wire(op: Op[Any]) -> tuple[Any, ...]:
@@ -111,10 +174,96 @@ class Executor:
         except ResponseError as exc:
             return exc
 
-    def _load(self, op: Op[Any]) -> None:
-        if op.script is None:
-            raise AssertionError(f"NOSCRIPT for a plain command {op.args[:1]}")
-        self.redis.script_load(scripts.source(op.script))
+    # -- scripts --------------------------------------------------------------------------
+
+    def load_scripts(self) -> None:
+        """Load every script in one round trip, so no pipeline meets a NOSCRIPT: done at
+        connect and after every reconnection."""
+        try:
+            pipe = self.redis.pipeline(transaction=False)
+            for name in scripts.NAMES:
+                pipe.script_load(scripts.source(name))
+            pipe.execute()
+        except LOST as exc:
+            raise lost(exc, "loading scripts") from exc
+        except ResponseError as exc:
+            raise translate(exc, "loading scripts") from exc
+
+    def _reloaded(self) -> None:
+        """The server lost its scripts (a restart or failover the pool did not notice):
+        load them all; readers treat it as a reconnection, since commands pipelined
+        after the missing script already ran."""
+        self.load_scripts()
+        with self._lock:
+            self.epoch += 1
+
+    # -- outages --------------------------------------------------------------------------
+
+    def lost_connection(self) -> None:
+        """Note the start of an outage (state "reconnecting"), if not noted yet."""
+        with self._lock:
+            if self._state == "connected":
+                self._outage_since = time.monotonic()
+                self._set_state("reconnecting")
+
+    def recover(self, until: float | None = None) -> bool:
+        """Wait until the server answers again: True once it does (the pool is renewed and
+        the scripts loaded). False if `until` (a monotonic time) came first; past
+        `reconnect_timeout_s` since the outage began, the state becomes "closed" and
+        `ConnectionLostError` is raised."""
+        self.lost_connection()
+        delay = FIRST_BACKOFF_S
+        while True:
+            with self._lock:
+                if self._state == "connected":
+                    return True
+                deadline = self._outage_since + self.reconnect_timeout_s
+            if self._answers():
+                self._reconnected()
+                return True
+            now = time.monotonic()
+            if now >= deadline:
+                with self._lock:
+                    self._set_state("closed")
+                raise ConnectionLostError(
+                    f"the server did not answer for {self.reconnect_timeout_s:g} s "
+                    f"(reconnect_timeout_s); giving up"
+                )
+            if until is not None and now >= until:
+                return False
+            stop = deadline if until is None else min(deadline, until)
+            time.sleep(max(0.0, min(delay * random.uniform(0.5, 1.5), stop - now)))
+            delay = min(delay * 2, MAX_BACKOFF_S)
+
+    def _answers(self) -> bool:
+        try:
+            return bool(self._probe.ping())
+        except (RedisError, OSError):
+            return False
+
+    def _reconnected(self) -> None:
+        self.redis.connection_pool.disconnect(inuse_connections=False)  # no stale sockets
+        try:
+            self.load_scripts()
+        except ConnectionLostError:
+            return  # gone again: the next call starts over
+        with self._lock:
+            if self._state != "connected":
+                self.epoch += 1
+                self._set_state("connected")
+
+    def interrupt(self) -> None:
+        """Break every connection of the pool, in use or not: a thread blocked on a
+        black-holed socket wakes with an error at once and starts reconnecting."""
+        self.lost_connection()
+        self.redis.connection_pool.disconnect(inuse_connections=True)
+
+    def close(self) -> None:
+        with self._lock:
+            self._set_state("closed", quiet=True)
+        self.redis.close()
+        if self._probe is not self.redis:
+            self._probe.close()
 
 
-__all__ = ["Executor", "lost"]
+__all__ = ["Executor", "State", "lost"]

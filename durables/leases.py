@@ -5,6 +5,9 @@ lease key (`PEXPIRE`). One daemon thread renews every lease of a client at a thi
 of the lease time, all in one pipeline, and tells a holder when its lease is gone.
 It sends through an executor of its own with a short socket timeout, so a hung
 application socket (30 s by default) cannot starve renewals (the lease is shorter).
+With no lease to renew it pings, so a black-holed connection (no reset, packets
+dropped) is noticed within a beat and a socket timeout: `on_failure` then breaks the
+application's connections, and its calls start reconnecting at once.
 """
 
 from __future__ import annotations
@@ -13,15 +16,16 @@ import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from .errors import DurablesError, LeaseLostError
+from .errors import DurablesError
+from .ops.base import Op, command
 
 if TYPE_CHECKING:
     from .executor import Executor
-    from .ops.base import Op
 
 log = logging.getLogger(__name__)
+PING: Op[object] = command("PING", context="heartbeat")
 
 
 @dataclass(frozen=True)
@@ -36,7 +40,7 @@ class Lease:
 
 class LeaseHolder:
     """What a reader that holds a lease shares: it learns of a lost lease from the
-    heartbeat and refuses to go on."""
+    heartbeat, and attaches again before its next read."""
 
     _lost = False
     _context = ""
@@ -44,30 +48,34 @@ class LeaseHolder:
     def _on_lost(self) -> None:
         self._lost = True
 
-    def _check_lease(self) -> None:
-        if self._lost:
-            raise LeaseLostError(f"{self._context}: this consumer lost its lease")
-
 
 class Heartbeat:
     """Renews registered leases every `lease_ms / 3` until closed."""
 
-    def __init__(self, executor: Executor, lease_ms: int) -> None:
+    def __init__(
+        self, executor: Executor, lease_ms: int, on_failure: Callable[[], None] | None = None
+    ) -> None:
         self._executor = executor
         self._lease_ms = lease_ms
+        self._on_failure = on_failure
+        self._failing = False
         self._leases: dict[str, Lease] = {}
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
-    def add(self, lease: Lease) -> None:
+    def start(self) -> None:
         with self._lock:
-            self._leases[lease.token] = lease
-            if self._thread is None:
+            if self._thread is None and not self._stop.is_set():
                 self._thread = threading.Thread(
                     target=self._run, name="durables-heartbeat", daemon=True
                 )
                 self._thread.start()
+
+    def add(self, lease: Lease) -> None:
+        with self._lock:
+            self._leases[lease.token] = lease
+        self.start()
 
     def remove(self, token: str) -> None:
         with self._lock:
@@ -83,15 +91,22 @@ class Heartbeat:
         while not self._stop.wait(self._lease_ms / 3000):
             with self._lock:
                 leases = list(self._leases.values())
-            if leases:
-                self.beat(leases)
+            self.beat(leases)
 
     def beat(self, leases: list[Lease]) -> None:
-        """Renew `leases` in one round trip; tell the holders of those that are gone."""
+        """Renew `leases` in one round trip (or ping); tell the holders of those gone."""
+        ops: list[Op[Any]] = [lease.renew for lease in leases] or [PING]
         try:
-            held = self._executor.run_all([lease.renew for lease in leases])
+            held = self._executor.run_all(ops, retry=False)
         except DurablesError as exc:  # the server is away: the next beat tries again
-            log.warning("could not renew %d lease(s): %s", len(leases), exc)
+            log.log(logging.DEBUG if self._failing else logging.WARNING,
+                    "heartbeat failed (%d lease(s)): %s", len(leases), exc)  # fmt: skip
+            self._failing = True
+            if self._on_failure is not None:
+                self._on_failure()
+            return
+        self._failing = False
+        if not leases:
             return
         for lease, still in zip(leases, held, strict=True):
             if not still:

@@ -18,7 +18,9 @@ MAX_BATCH = 1000
 stall the server."""
 
 
-def publish_encoded(ctx: Context, k: ChannelKeys, count: int, parts: Sequence[bytes]) -> list[str]:
+def publish_encoded(
+    ctx: Context, k: ChannelKeys, count: int, parts: Sequence[bytes], *, retry: bool = True
+) -> list[str]:
     """Store `count` events (four encoded values each, `events.encode_event`); their ids.
 
     A channel at its capacity is trimmed once (acknowledged events may make room) and
@@ -26,10 +28,10 @@ def publish_encoded(ctx: Context, k: ChannelKeys, count: int, parts: Sequence[by
     """
     op = channel_ops.publish(k, count, parts)
     try:
-        return ctx.executor.run(op)
+        return ctx.executor.run(op, retry=retry)
     except ChannelFullError:
         trim_channel(ctx, k)
-        return ctx.executor.run(op)
+        return ctx.executor.run(op, retry=retry)
 
 
 def publish_flat(ctx: Context, k: ChannelKeys, flat: list[bytes]) -> list[str]:

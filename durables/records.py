@@ -145,6 +145,21 @@ class SessionRecord:
         )
 
 
+@dataclass(frozen=True)
+class SessionInfo:
+    """A live session's state and queue at one moment."""
+
+    id: str
+    state: str
+    depth: int
+    """Events queued for the session and not yet acknowledged, over all its channels."""
+    queue_limit: int | None
+    """The most it may hold now (None: no limit)."""
+    timeout_s: float
+    in_flight: int
+    """Of `depth`, those sent to this client and not yet acknowledged."""
+
+
 @dataclass
 class HousekeepReport:
     """What one round of housekeeping did."""
@@ -168,5 +183,6 @@ __all__ = [
     "HousekeepReport",
     "Interest",
     "Kind",
+    "SessionInfo",
     "SessionRecord",
 ]

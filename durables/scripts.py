@@ -33,6 +33,7 @@ NAMES = (
     "place_marker",
     "release_lease",
     "touch_session",
+    "claim_lease",
 )
 
 

@@ -11,16 +11,19 @@ to the cache), then `after_region_live`, then live events.
 from __future__ import annotations
 
 import contextlib
+import logging
 import re
 import secrets
-from collections.abc import Iterable
+import threading
+import time
+from collections.abc import Callable, Iterable, Sequence
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from . import names
 from . import session_store as store
 from .cache import LocalCache
-from .channel import get_channel, open_channel
+from .channel import get_channel
 from .errors import (
     ConfigError,
     ConnectionLostError,
@@ -28,14 +31,18 @@ from .errors import (
     SessionInUseError,
     UnconnectedError,
 )
-from .events import encode_data
+from .events import check_key, encode_data, encode_event, tombstone
 from .leases import Lease
+from .ops import channels as channel_ops
 from .ops import sessions as ops
-from .records import Interest, SessionRecord
+from .publishing import publish_encoded
+from .records import Interest, SessionInfo, SessionRecord
 from .session_delivery import Delivery, SessionListener, interest_matches
 
 if TYPE_CHECKING:
     from .context import Context
+
+log = logging.getLogger(__name__)
 
 
 class _AllKeys:
@@ -48,50 +55,142 @@ class _AllKeys:
 ALL_KEYS: Any = _AllKeys()
 
 
-class Session:
-    """A durable client: a queue per interested channel that outlives disconnects."""
+SessionState = Literal["connected", "disconnected", "expired", "closed"]
+Overflow = Literal["close", "drop_oldest"]
+StateListener = Callable[[str, str], object]
 
-    def __init__(self, ctx: Context, session_id: str, timeout: float) -> None:
+
+class Session:
+    """A durable client: a queue per interested channel that outlives disconnects.
+
+    `state` is "connected", "disconnected" (the connection broke: the client retries on
+    its own and the server keeps the queue for `timeout` seconds), "expired" (the
+    keep-alive passed while away, so a new session with the same interests was opened)
+    or "closed".
+    """
+
+    def __init__(
+        self,
+        ctx: Context,
+        session_id: str,
+        timeout: float,
+        *,
+        max_depth: int | None = None,
+        disconnected_max_depth: int | None = None,
+        overflow: Overflow = "close",
+        recovery_buffer: int | None = None,
+        auto_ack: bool = True,
+    ) -> None:
         names.session_id(session_id)
         if not isinstance(timeout, int | float) or timeout <= 0:
             raise ConfigError(f"session timeout must be a positive number of seconds: {timeout!r}")
+        for label, value in (("max_depth", max_depth), ("recovery_buffer", recovery_buffer),
+                             ("disconnected_max_depth", disconnected_max_depth)):  # fmt: skip
+            if value is not None and (not isinstance(value, int) or isinstance(value, bool)
+                                      or value < 1):  # fmt: skip
+                raise ConfigError(f"{label} must be a positive int, got {value!r}")
+        if overflow not in ("close", "drop_oldest"):
+            raise ConfigError(f"overflow must be 'close' or 'drop_oldest', got {overflow!r}")
         self.ctx = ctx
         self.id = session_id
         self.token = secrets.token_hex(8)
+        self.max_depth = max_depth
+        self.disconnected_max_depth = disconnected_max_depth
+        self.overflow = overflow
+        self.recovery_buffer = recovery_buffer
+        self.auto_ack = auto_ack
+        self._timeout_ms = int(timeout * 1000)
         self._caches: dict[str, LocalCache] = {}
         self._listeners: dict[str, list[SessionListener]] = {}
+        self._state_listeners: list[StateListener] = []
         self._delivery: Delivery | None = None
-        self._connected = False
+        self._state: SessionState = "disconnected"
+        self._lock = threading.RLock()
         self.markers: dict[str, str] = {}
         self._take_live_lease()
         try:
-            self.resumed, self.record = self._open(int(timeout * 1000))
+            self.resumed, self.record = self._open(self._timeout_ms)
         except BaseException:
             self._release_live_lease()
             raise
-        self._connected = True
-        renew = ops.touch(ctx.namespace, session_id, self.token, ctx.lease_ms)
-        ctx.runtime.heartbeat.add(Lease(self.token, renew, self._on_lost))
+        self._state = "connected"
+        self._keep_alive()
 
     def __repr__(self) -> str:
-        return f"Session({self.id!r}, resumed={self.resumed}, connected={self.connected})"
+        return f"Session({self.id!r}, resumed={self.resumed}, state={self._state!r})"
+
+    # -- state ----------------------------------------------------------------------------
+
+    @property
+    def state(self) -> SessionState:
+        return self._state
+
+    def on_state(self, listener: StateListener) -> None:
+        """Call `listener(old, new)` at every change of `state`."""
+        self._state_listeners.append(listener)
+
+    def _set_state(self, new: SessionState) -> None:
+        with self._lock:
+            old, self._state = self._state, new
+        if old == new:
+            return
+        log.log(logging.INFO if new == "connected" else logging.WARNING,
+                "session %r: %s -> %s", self.id, old, new)  # fmt: skip
+        for listener in list(self._state_listeners):
+            try:
+                listener(old, new)
+            except Exception:
+                log.exception("session state listener failed on %s -> %s", old, new)
+
+    @property
+    def connected(self) -> bool:
+        """True while this client is the session's live client and the server answers."""
+        return self._state in ("connected", "expired")
+
+    def info(self) -> SessionInfo:
+        """The session's state and queue: events not yet acknowledged over its channels
+        (`depth`), of which sent and not yet acknowledged (`in_flight`)."""
+        depth = in_flight = 0
+        for channel in self.record.interests:
+            total, sent = self.ctx.executor.run(ops.queue(self.ctx.keys(channel), self.id))
+            depth, in_flight = depth + total, in_flight + sent
+        return SessionInfo(self.id, self._state, depth, self.queue_limit,
+                           self._timeout_ms / 1000, in_flight)  # fmt: skip
+
+    @property
+    def queue_limit(self) -> int | None:
+        """The most events the session's queue holds now: `max_depth` while connected, the
+        larger `disconnected_max_depth` while away."""
+        if self._state == "disconnected" and self.disconnected_max_depth is not None:
+            return max(self.disconnected_max_depth, self.max_depth or 0)
+        return self.max_depth
 
     # -- being the one live client of the session ------------------------------------
 
     def _take_live_lease(self) -> None:
         op = ops.take_live(self.ctx.namespace, self.id, self.token, self.ctx.lease_ms)
-        if not self.ctx.executor.run(op):
+        if not self.ctx.executor.run(op, retry=False):
             raise SessionInUseError(
                 f"session {self.id!r} is live in another client; close it there first, or wait "
                 f"{self.ctx.settings.lease_timeout_s:g} s if that client died"
             )
 
+    def _keep_alive(self) -> None:
+        renew = ops.touch(self.ctx.namespace, self.id, self.token, self.ctx.lease_ms)
+        self.ctx.runtime.heartbeat.add(Lease(self.token, renew, self._on_lost))
+
     def _on_lost(self) -> None:
-        self._connected = False
+        """The heartbeat found the live lease gone (this client was away past it)."""
+        self._lost_connection()
+
+    def _lost_connection(self) -> None:
+        if self._state in ("connected", "expired"):
+            self._set_state("disconnected")
 
     def _release_live_lease(self) -> None:
         self.ctx.runtime.heartbeat.remove(self.token)
-        self.ctx.executor.run(ops.release_live(self.ctx.namespace, self.id, self.token))
+        self.ctx.executor.run(ops.release_live(self.ctx.namespace, self.id, self.token),
+                              retry=False)  # fmt: skip
 
     def _open(self, timeout_ms: int) -> tuple[bool, SessionRecord]:
         ctx = self.ctx
@@ -110,15 +209,33 @@ class Session:
         store.save(ctx, record)
         return resumed, record
 
-    @property
-    def connected(self) -> bool:
-        """True while this client is the session's live client and the server answers."""
-        return self._connected
+    def _resume(self) -> None:
+        """The server answers again: be the live client again, and go on with the same
+        session if its keep-alive has not passed, else with a new one with the same
+        interests (seed 002: "a normal new connection ... with the same topic set")."""
+        with self._lock:
+            if self._state not in ("disconnected",):
+                return
+            self._take_live_lease()
+            interests = dict(self.record.interests)
+            resumed, self.record = self._open(self._timeout_ms)
+            if not resumed:
+                for channel, interest in interests.items():
+                    if interest.durable or channel in self.record.interests:
+                        self.ctx.executor.run(ops.join(self.ctx.keys(channel), self.id))
+                        self.record.interests[channel] = interest
+                store.save(self.ctx, self.record)
+                self.resumed = False
+            self._keep_alive()
+        self._set_state("connected" if resumed else "expired")
 
     def _check_connected(self, what: str) -> None:
-        if not self._connected:
+        if self._state == "disconnected" and self.ctx.executor.state == "connected":
+            with contextlib.suppress(DurablesError):  # back without a delivery thread
+                self._resume()
+        if not self.connected:
             raise UnconnectedError(
-                f"cannot {what} while session {self.id!r} is disconnected; "
+                f"cannot {what} while session {self.id!r} is {self._state}; "
                 f"the local cache still serves reads"
             )
 
@@ -175,6 +292,7 @@ class Session:
         self._delivery = Delivery(
             self.ctx, self.id, dict(interests), self.markers,
             lambda c: list(self._listeners.get(c, ())), self.cache,
+            outage=self._lost_connection, resume=self._resume, batch=self.recovery_buffer,
         )  # fmt: skip
 
     # -- updates (refused while disconnected) -----------------------------------------
@@ -182,22 +300,28 @@ class Session:
     def put(self, channel: str, key: str, value: Any) -> str:
         """Publish `value` for `key` and put it in the local cache; returns the event id."""
         self._check_connected("put")
-        event_id = self._publishing(lambda: open_channel(self.ctx, channel).publish(value, key=key))
+        names.channel_name(channel)
+        limit = self.ctx.settings.max_payload_bytes
+        event_id = self._publishing(channel, encode_event(value, key, None, limit))
         self.cache(channel).put(key, encode_data(value), event_id)
         return event_id
 
     def destroy(self, channel: str, key: str) -> str:
         """Publish a tombstone for `key` and mark it destroyed locally."""
         self._check_connected("destroy")
-        event_id = self._publishing(lambda: open_channel(self.ctx, channel).remove_key(key))
+        names.channel_name(channel)
+        event_id = self._publishing(channel, tombstone(check_key(key)))
         self.cache(channel).destroy(key)
         return event_id
 
-    def _publishing(self, publish: Any) -> str:
+    def _publishing(self, channel: str, parts: Sequence[bytes]) -> str:
+        """Publish at once or not at all: a session refuses updates while disconnected."""
+        ctx, k = self.ctx, self.ctx.keys(channel)
         try:
-            return str(publish())
+            ctx.executor.run_all(channel_ops.ensure(k, {}, int(time.time() * 1000)), retry=False)
+            return publish_encoded(ctx, k, 1, parts, retry=False)[0]
         except ConnectionLostError as exc:
-            self._connected = False
+            self._lost_connection()
             raise UnconnectedError(f"session {self.id!r} lost its connection: {exc}") from exc
 
     # -- closing ------------------------------------------------------------------------
@@ -208,7 +332,8 @@ class Session:
         if self._delivery is not None:
             self._delivery.stop()
             self._delivery = None
-        was_connected, self._connected = self._connected, False
+        was_connected = self.connected
+        self._set_state("closed")
         if not was_connected:
             return
         try:
@@ -248,4 +373,4 @@ def _interest(channel: str, wanted: Any, regex: str | None, durable: bool) -> In
     return Interest(channel, tuple(wanted), None, durable)
 
 
-__all__ = ["ALL_KEYS", "Session"]
+__all__ = ["ALL_KEYS", "Overflow", "Session", "SessionInfo", "SessionState"]

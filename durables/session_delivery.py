@@ -16,7 +16,7 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Protocol
 
-from .errors import DurablesError
+from .errors import ConnectionLostError, DurablesError
 from .ops.sessions import SessionCursors
 
 if TYPE_CHECKING:
@@ -57,10 +57,16 @@ class Delivery:
         markers: dict[str, str],
         listeners: Callable[[str], Sequence[SessionListener]],
         cache: Callable[[str], LocalCache],
+        outage: Callable[[], None] = lambda: None,
+        resume: Callable[[], None] = lambda: None,
+        batch: int | None = None,
     ) -> None:
         self.ctx = ctx
-        self.cursors = SessionCursors(ctx.namespace, session_id, interests, markers,
-                                      interest_matches, batch=ctx.settings.read_batch)  # fmt: skip
+        self.cursors = SessionCursors(
+            ctx.namespace, session_id, interests, markers, interest_matches,
+            batch=batch or ctx.settings.read_batch,
+        )  # fmt: skip
+        self._outage, self._resume = outage, resume
         self.listeners = listeners
         self.cache = cache
         self.live: set[str] = set()
@@ -83,14 +89,31 @@ class Delivery:
     def _run(self) -> None:
         try:
             while not self._stop.is_set():
-                self._round()
+                try:
+                    self._round()
+                except ConnectionLostError:
+                    self._ride_out()
         except DurablesError as exc:
             self.error = exc
             log.error("session delivery stopped: %s", exc)
 
+    def _ride_out(self) -> None:
+        """Wait for the server (a slice at a time, so `stop()` stays prompt), let the session
+        resume, then read the in-flight events again."""
+        self._outage()
+        executor = self.ctx.executor
+        while not self._stop.is_set():
+            if executor.recover(until=self.ctx.clock() + self.ctx.settings.block_s):
+                try:
+                    self._resume()
+                except ConnectionLostError:
+                    continue  # gone again
+                self.cursors.restart()
+                return
+
     def _round(self) -> None:
         block_ms = int(self.ctx.settings.block_s * 1000)
-        reply = self.ctx.executor.run(self.cursors.read(block_ms))
+        reply = self.ctx.executor.run(self.cursors.read(block_ms), retry=False)
         for batch in self.cursors.on_read(reply):
             self._deliver(batch)
 
@@ -104,9 +127,10 @@ class Delivery:
                 if event.key is not None:
                     self.cache(channel).apply_live(event.key, event.data, event.id, event.destroyed)
             self._call(channel, event)
+        self.cursors.handed(batch)
         ack = self.cursors.ack(batch)
         if ack is not None:
-            self.ctx.executor.run(ack)
+            self.ctx.executor.run(ack, retry=False)
 
     def _call(self, channel: str, event: Event) -> None:
         for listener in self.listeners(channel):

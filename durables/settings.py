@@ -59,6 +59,10 @@ class Settings(BaseSettings):
     """Socket timeout of a Redis connection; must exceed `block_s`."""
     connect_timeout_s: float = Field(default=5.0, gt=0)
     """How long to wait for a TCP connection to the server."""
+    reconnect_timeout_s: float = Field(default=60.0, ge=0)
+    """After a dropped connection or a server restart, keep retrying (backoff with jitter)
+    this long before giving up (consumers, subscriptions and sessions then end with
+    `ConnectionLostError`); 0 gives up at once."""
 
     @field_validator("url")
     @classmethod

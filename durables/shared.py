@@ -11,6 +11,7 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
+from .errors import ConnectionLostError, LeaseLostError
 from .leases import Lease, LeaseHolder
 from .ops.shared import SharedHandout
 
@@ -50,20 +51,40 @@ class SharedReader(LeaseHolder):
         self.state = SharedHandout(k, durable, kind, self.id, window=window,
                                    lease_ms=ctx.lease_ms, selector=selector)  # fmt: skip
         self._context = self.state.context
+        self._epoch = 0
 
-    def attach(self) -> None:
-        self.state.on_attach(self.ctx.executor.run(self.state.attach()))
+    def attach(self, *, retry: bool = True) -> None:
+        """Join (or after an outage or a lapsed lease, join again) with this window."""
+        epoch = self.ctx.executor.epoch
+        version = self.ctx.executor.run(self.state.attach(), retry=retry)
+        with self.lock:
+            self.state.on_attach(version)
+        self._epoch, self._lost = epoch, False
         self.ctx.runtime.heartbeat.add(Lease(self.id, self.state.renew(), self._on_lost))
 
     def read(self, timeout: float) -> list[Event]:
-        self._check_lease()
+        """Events within `timeout`; through an outage it waits and attaches again, and
+        returns [] if the server is still away when `timeout` ends."""
+        deadline = self.ctx.clock() + timeout
+        while True:
+            try:
+                if self._lost or self._epoch != self.ctx.executor.epoch:
+                    self.attach(retry=False)
+                try:
+                    return self._read(deadline)
+                except LeaseLostError:
+                    self._lost = True  # reaped while away: join again
+            except ConnectionLostError:
+                if not self.ctx.executor.recover(until=deadline):
+                    return []
+
+    def _read(self, deadline: float) -> list[Event]:
         clock, executor = self.ctx.clock, self.ctx.executor
-        deadline = clock() + timeout
         while True:
             with self.lock:
                 ops = self.state.fetch()
             try:
-                replies = executor.run_all(ops)
+                replies = executor.run_all(ops, retry=False)
             except BaseException:
                 with self.lock:
                     self.state.fetch_failed()
@@ -78,7 +99,7 @@ class SharedReader(LeaseHolder):
             wait = self.state.wait(
                 dealt.newest, dealt.rung, min(remaining, self.ctx.settings.block_s)
             )
-            executor.run(wait)
+            executor.run(wait, retry=False)
 
     def _notice(self, text: str) -> None:
         log.warning("%s: %s", self._context, text)
@@ -86,19 +107,19 @@ class SharedReader(LeaseHolder):
         if self._on_notice is not None:
             self._on_notice(text)
 
-    def commit(self, events: Sequence[Event], *, defer: bool = False) -> None:
+    def commit(self, events: Sequence[Event], *, defer: bool = False, retry: bool = True) -> None:
         if not events:
             return
         with self.lock:
             self.state.commit(events)
         if not defer:
-            self._flush()
+            self._flush(retry)
 
-    def _flush(self) -> None:
+    def _flush(self, retry: bool = True) -> None:
         with self.lock:
             ops = self.state.flush()
         if ops:
-            self.ctx.executor.run_all(ops)
+            self.ctx.executor.run_all(ops, retry=retry)
             self.ctx.touch(self.k.channel)
 
     def ack(self, event: Event, outstanding: list[Event]) -> list[Event]:
@@ -112,8 +133,10 @@ class SharedReader(LeaseHolder):
             self.ctx.executor.run(op)
 
     def release(self, unhanded: Sequence[Event]) -> None:
+        """Leave the ring; with the server away, the lease lapses by itself and the
+        dispatcher hands this consumer's events to the others."""
         self.ctx.runtime.heartbeat.remove(self.id)
         with self.lock:
             ops = self.state.release(unhanded)
-        self.ctx.executor.run_all(ops)
+        self.ctx.executor.run_all(ops, retry=False)
         self.ctx.touch(self.k.channel)

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 from .errors import ConfigError
 
@@ -34,7 +36,11 @@ class Transport:
 def _standalone(url: str, socket_timeout_s: float, connect_timeout_s: float) -> redis.Redis:
     try:
         return redis.Redis.from_url(
-            url, socket_timeout=socket_timeout_s, socket_connect_timeout=connect_timeout_s
+            url,
+            socket_timeout=socket_timeout_s,
+            socket_connect_timeout=connect_timeout_s,
+            socket_keepalive=True,
+            retry=Retry(NoBackoff(), 0),  # one retry policy: the executor's
         )
     except ValueError as exc:
         raise ConfigError(f"malformed server URL {url!r}: {exc}") from None

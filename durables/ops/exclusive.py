@@ -50,6 +50,8 @@ class ExclusiveCursor:
         self.limit: tuple[int, int] | None = None  # first rolled-back id: acks stop below it
         self.skipped: str | None = None  # last id the filter skipped, to ack with the rest
         self.deferred: str | None = None  # cumulative ack to send with the next read
+        self.handed: tuple[int, int] = (0, 0)  # newest id handed to the application
+        self.resumed_below: tuple[int, int] | None = None  # after a re-attach: held already
         self._in_flight: str | None = None
 
     # -- attaching and the lease ----------------------------------------------------------
@@ -67,6 +69,13 @@ class ExclusiveCursor:
 
     def on_attach(self, counts: dict[str, int]) -> None:
         self.counts = counts
+
+    def on_reattach(self, counts: dict[str, int]) -> None:
+        """Attached again after an outage (same token): read the own pending events anew,
+        but not hand out again those the application already has (it acks them)."""
+        self.counts = counts
+        self.cursor = "0"
+        self.resumed_below = self.handed
 
     def renew(self) -> Op[bool]:
         return script("renew_lease", [self.k.lease(self.durable)], [self.token, self.lease_ms],
@@ -108,8 +117,11 @@ class ExclusiveCursor:
 
     def events(self, entries: Sequence[Any]) -> list[Event]:
         channel, counts, selectors = self.k.channel, self.counts, self.selectors
+        held = self.resumed_below if self.cursor != ">" else None
         events = []
         for entry in entries:
+            if held is not None and ids.key(entry[0].decode()) <= held:
+                continue  # handed out before the outage: the application holds it
             event = event_from_entry(channel, entry, counts)
             if event is None or (
                 selectors and not all(s.matches(event.key, event.properties) for s in selectors)
@@ -117,6 +129,8 @@ class ExclusiveCursor:
                 self.skipped = entry[0].decode()  # acknowledged with the next cumulative ack
                 continue
             events.append(event)
+        if events:
+            self.handed = max(self.handed, ids.key(events[-1].id))
         return events
 
     # -- acknowledging --------------------------------------------------------------------

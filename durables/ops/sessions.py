@@ -34,9 +34,26 @@ def server_ms() -> Op[int]:
 
 
 def take_live(ns: str, session_id: str, token: str, lease_ms: int) -> Op[bool]:
-    """Become the session's one live client, unless another is."""
-    return command("SET", keys.session_live(ns, session_id), token, "NX", "PX", lease_ms,
-                   parse=as_bool, context=_about(session_id))  # fmt: skip
+    """Become (or stay, after an outage) the session's one live client, unless another is."""
+    return script("claim_lease", [keys.session_live(ns, session_id)], [token, lease_ms],
+                  parse=as_bool, context=_about(session_id))  # fmt: skip
+
+
+def _group_depth(group: str) -> Callable[[Any], tuple[int, int]]:
+    def parse(reply: Any) -> tuple[int, int]:
+        for g in reply or ():
+            if text(g["name"]) == group:
+                return int(g.get("lag") or 0) + int(g["pending"]), int(g["pending"])
+        return 0, 0
+
+    return parse
+
+
+def queue(k: keys.ChannelKeys, session_id: str) -> Op[tuple[int, int]]:
+    """The session's queue on a channel: (events not yet acknowledged, of which in flight)."""
+    group = keys.session_group(session_id)
+    return command("XINFO GROUPS", k.stream, parse=_group_depth(group),
+                   context=_about(session_id))  # fmt: skip
 
 
 def touch(ns: str, session_id: str, token: str, lease_ms: int) -> Op[bool]:
@@ -150,6 +167,9 @@ class SessionCursors:
         self.matches = matches
         self.batch = batch
         self.cursors = dict.fromkeys(interests, "0")  # own pending first, then '>'
+        self.delivered: dict[str, tuple[int, int]] = {}
+        """Per channel, the newest event handed to the listeners: after an outage the
+        pending events are read again, and those are not handed out twice."""
         self._keys = {c: keys.ChannelKeys(ns, c) for c in interests}
         self._channel_of = {k.stream.encode(): c for c, k in self._keys.items()}
         self._reading: dict[str, str] = {}
@@ -179,9 +199,22 @@ class SessionCursors:
                                  [e[0] for e in entries], live_first))  # fmt: skip
         return batches
 
+    def restart(self) -> None:
+        """After an outage: read each channel's pending events again (in flight when the
+        connection broke: the recovery buffer), then new ones."""
+        self.cursors = dict.fromkeys(self.cursors, "0")
+
+    def handed(self, batch: Batch) -> None:
+        """The batch's events reached the listeners."""
+        if batch.done:
+            self.delivered[batch.channel] = ids.key(text(batch.done[-1]))
+
     def _events(self, channel: str, entries: list[Any]) -> list[Event]:
         interest, marker, events = self.interests[channel], self.markers[channel], []
+        seen = self.delivered.get(channel)
         for entry in entries:
+            if seen is not None and ids.key(entry[0].decode()) <= seen:
+                continue  # delivered before the outage; acknowledged with this batch
             event = event_from_entry(channel, entry)
             if event is None or not self.matches(interest, event.key):
                 continue
