@@ -1,0 +1,157 @@
+"""Riding through faults: a server killed (kill -9) and restarted under running consumers,
+subscriptions and sessions; they go on by themselves and nothing published is lost."""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+
+import pytest
+
+import durables
+
+from .conftest import FAST
+from .servers import RedisProcess
+
+pytestmark = pytest.mark.slow
+OUTAGE_S = 1.0
+
+
+@dataclass
+class Seen:
+    """What one receiver got, in order, with the redelivered flag."""
+
+    ids: list[str] = field(default_factory=list)
+    flagged: list[str] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def add(self, event: durables.Event) -> None:
+        with self.lock:
+            self.ids.append(event.id)
+            if event.redelivered:
+                self.flagged.append(event.id)
+
+    def check(self, published: list[str], *, ordered: bool) -> str:
+        """Nothing lost; duplicates only flagged ones; in order where promised. A summary."""
+        with self.lock:
+            got = list(self.ids)
+        lost = set(published) - set(got)
+        firsts = list(dict.fromkeys(got))
+        duplicated = len(got) - len(firsts)
+        assert not lost, f"lost {len(lost)}: {sorted(lost)[:5]}"
+        if ordered:
+            assert firsts == [i for i in published if i in set(firsts)], "reordered"
+        summary = (
+            f"published={len(published)} delivered={len(got)} lost={len(lost)} "
+            f"duplicated={duplicated} flagged={len(self.flagged)}"
+        )
+        print(summary)
+        return summary
+
+
+class Listener:
+    def __init__(self) -> None:
+        self.seen = Seen()
+
+    def on_event(self, event: durables.Event) -> None:
+        self.seen.add(event)
+
+
+def wait_for(predicate: object, timeout: float = 20.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():  # type: ignore[operator]
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_consumers_subscriptions_and_sessions_ride_through_a_server_restart(
+    fresh_server: RedisProcess, namespace: str
+) -> None:
+    settings = {**FAST, "reconnect_timeout_s": 30.0}
+    with durables.connect(fresh_server.url, namespace=namespace, **settings) as client:
+        states: list[tuple[str, str]] = []
+        client.on_state(lambda old, new: states.append((old, new)))
+        ch = client.channel("orders")
+        shared = ch.durable("workers", kind="shared")
+        exclusive = ch.durable("audit", kind="exclusive")
+        session_listener = Listener()
+        session = client.session("mobile", timeout=60)
+        session_states: list[tuple[str, str]] = []
+        session.on_state(lambda old, new: session_states.append((old, new)))
+        session.register_interest("orders")
+        session.add_listener("orders", session_listener)
+        session.ready_for_events()
+
+        sub_seen = Seen()
+        sub = shared.subscribe(sub_seen.add)
+        loop_seen, stop = Seen(), threading.Event()
+
+        def exclusive_loop() -> None:
+            with exclusive.consumer("loop") as consumer:
+                while not stop.is_set():
+                    for event in consumer.fetch(timeout=0.2):
+                        loop_seen.add(event)
+
+        loop = threading.Thread(target=exclusive_loop, daemon=True)
+        loop.start()
+
+        published = [ch.publish(f"before-{i}") for i in range(100)]
+        assert wait_for(lambda: len(loop_seen.ids) >= 100 and len(sub_seen.ids) >= 100)
+        fresh_server.kill9()
+        time.sleep(OUTAGE_S)
+        fresh_server.restart()
+        published += [ch.publish(f"after-{i}") for i in range(100)]  # waits out the restart
+
+        everyone = (sub_seen, loop_seen, session_listener.seen)
+        assert wait_for(lambda: all(set(published) <= set(s.ids) for s in everyone))
+        stop.set()
+        loop.join(10)
+        assert sub.error is None
+        sub.close()
+        sub_seen.check(published, ordered=False)
+        loop_seen.check(published, ordered=True)
+        session_listener.seen.check(published, ordered=True)
+        assert ("connected", "reconnecting") in states and states[-1] == (
+            "reconnecting",
+            "connected",
+        )
+        assert session_states[:2] == [("connected", "disconnected"), ("disconnected", "connected")]
+        assert session.state == "connected" and client.state == "connected"
+        session.close()
+
+
+def test_fetch_waits_out_an_outage_within_its_timeout(
+    fresh_server: RedisProcess, namespace: str
+) -> None:
+    with durables.connect(
+        fresh_server.url, namespace=namespace, **{**FAST, "reconnect_timeout_s": 30.0}
+    ) as client:
+        ch = client.channel("orders")
+        dur = ch.durable("audit")
+        with dur.consumer() as consumer:
+            fresh_server.kill9()
+            started = time.monotonic()
+            assert consumer.fetch(timeout=0.5) == []  # the server is away: nothing, no error
+            assert time.monotonic() - started < 5
+            assert client.state == "reconnecting"
+            fresh_server.restart()
+            eid = ch.publish("back")
+            got = consumer.fetch(timeout=5)
+            assert [e.id for e in got] == [eid]
+
+
+def test_past_reconnect_timeout_a_subscription_ends_with_connection_lost(
+    fresh_server: RedisProcess, namespace: str
+) -> None:
+    with durables.connect(
+        fresh_server.url, namespace=namespace, **{**FAST, "reconnect_timeout_s": 1.0}
+    ) as client:
+        dur = client.channel("orders").durable("workers", kind="shared")
+        sub = dur.subscribe(lambda event: None)
+        fresh_server.kill9()
+        assert sub.wait(15), "the subscription should end once reconnect_timeout_s passed"
+        assert isinstance(sub.error, durables.ConnectionLostError)
+        assert client.state == "closed"
