@@ -31,7 +31,7 @@ from .errors import (
     UnconnectedError,
 )
 from .events import Event, Message
-from .records import HousekeepReport
+from .records import HousekeepReport, Nack, SessionInfo
 from .session import ALL_KEYS, Session
 from .settings import Settings
 from .subscription import Subscription
@@ -49,6 +49,7 @@ __all__ = [
     "Event",
     "HousekeepReport",
     "Message",
+    "Nack",
     # durables and consuming
     "Consumer",
     "Durable",
@@ -59,6 +60,7 @@ __all__ = [
     "ALL_KEYS",
     "LocalCache",
     "Session",
+    "SessionInfo",
     # errors
     "AccessDeniedError",
     "ChannelFullError",

@@ -9,15 +9,18 @@ from typing import TYPE_CHECKING, Any
 from . import names
 from .durable import Durable, create_durable, load_durable
 from .errors import ChannelNotFound, PayloadError
-from .events import Message, Properties, check_key, encode_event, tombstone
+from .events import Message, Properties, ack_op, check_key, encode_event, tombstone
 from .ids import normal
 from .ops import channels as ops
+from .ops import sessions as session_ops
 from .publishing import MAX_BATCH, publish_encoded, publish_flat
-from .records import ChannelInfo, DurableInfo, FullPolicy, Kind
+from .records import ChannelInfo, DurableInfo, FullPolicy, Kind, Nack
 from .retention import delete_channel, trim_channel
 
 if TYPE_CHECKING:
     from .context import Context
+
+DEFAULT_ACK_TIMEOUT_S = 30.0
 
 
 class Channel:
@@ -32,12 +35,24 @@ class Channel:
         return f"Channel({self.name!r})"
 
     def publish(
-        self, data: Any, key: str | None = None, properties: Properties | None = None
+        self,
+        data: Any,
+        key: str | None = None,
+        properties: Properties | None = None,
+        *,
+        ack_required: bool = False,
+        ack_timeout: float = DEFAULT_ACK_TIMEOUT_S,
     ) -> str:
-        """Append one event; returns its id once the server has stored it."""
+        """Append one event; returns its id once the server has stored it.
+
+        `ack_required`: each session interested in the channel must acknowledge the event
+        within `ack_timeout` seconds (explicitly, or when its listener returns with the
+        session's auto_ack); one that does not is recorded in `nacks()`.
+        """
         limit = self.ctx.settings.max_payload_bytes
+        op = ack_op(ack_timeout) if ack_required else b""
         event_id = publish_encoded(
-            self.ctx, self.keys, 1, encode_event(data, key, properties, limit)
+            self.ctx, self.keys, 1, encode_event(data, key, properties, limit, op)
         )[0]
         self.ctx.touch(self.name)
         return event_id
@@ -59,6 +74,11 @@ class Channel:
         """Publish a tombstone for `key`: a keyed channel forgets its last value, and session
         caches drop the entry. Returns the tombstone's event id."""
         return publish_encoded(self.ctx, self.keys, 1, list(tombstone(check_key(key))))[0]
+
+    def nacks(self, count: int | None = None) -> list[Nack]:
+        """Ack-required events a session did not acknowledge in time ('timeout') or whose
+        time passed before they could be sent ('expired_before_sent'), oldest first."""
+        return self.ctx.executor.run(session_ops.nacks(self.keys, count))
 
     def last_values(self) -> dict[str, tuple[str, bytes]]:
         """A keyed channel's last value of every key: key -> (event id, data)."""

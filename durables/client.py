@@ -21,7 +21,7 @@ from .leases import Heartbeat
 from .ops import base as op
 from .ops import channels as channel_ops
 from .records import ChannelInfo, FullPolicy, HousekeepReport, SessionRecord
-from .retention import trim_channel
+from .retention import nack_expired, trim_channel
 from .runtime import Housekeeper, Runtime
 from .server import EmbeddedServer
 from .session import Overflow, Session
@@ -117,7 +117,9 @@ class Client:
         self.ctx.executor.on_state(listener)
 
     def _trim(self, channel: str) -> int:
-        return trim_channel(self.ctx, self.ctx.keys(channel))
+        k = self.ctx.keys(channel)
+        nack_expired(self.ctx, k)
+        return trim_channel(self.ctx, k)
 
     @property
     def redis(self) -> redis.Redis:

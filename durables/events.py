@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
 from .errors import ConfigError, PayloadError
-from .keys import F_DATA, F_KEY, F_OP, F_PROPS, OP_DESTROY
+from .keys import F_ACK, F_DATA, F_KEY, F_OP, F_PROPS, OP_ACK, OP_DESTROY
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -52,6 +52,8 @@ class Event:
     owner: _Owner | None = field(default=None, repr=False)
     destroyed: bool = False
     """A tombstone: on a keyed channel, the key's value was destroyed."""
+    ack_timeout_ms: int | None = None
+    """An ack-required event: each interested session must acknowledge it this soon."""
     _properties: dict[str, PropertyValue] | None = field(default=None, repr=False)
 
     @property
@@ -61,6 +63,11 @@ class Event:
             raw = self.raw_properties
             self._properties = json.loads(raw) if raw else _EMPTY
         return self._properties
+
+    @property
+    def ack_required(self) -> bool:
+        """Published with `ack_required=True`: the session must acknowledge it."""
+        return self.ack_timeout_ms is not None
 
     @property
     def redelivered(self) -> bool:
@@ -160,10 +167,21 @@ def tombstone(key: str) -> Encoded:
     return b"", key.encode("utf-8"), b"", OP_DESTROY
 
 
+def ack_op(ack_timeout_s: float) -> bytes:
+    """The op of an ack-required event, its timeout checked."""
+    if (
+        not isinstance(ack_timeout_s, int | float)
+        or isinstance(ack_timeout_s, bool)
+        or not (0 < ack_timeout_s <= 86_400)
+    ):
+        raise ConfigError(f"ack_timeout must be seconds in (0, 86400], got {ack_timeout_s!r}")
+    return OP_ACK + str(max(1, int(ack_timeout_s * 1000))).encode()
+
+
 def encode_event(
-    data: Any, key: str | None, properties: Properties | None, max_bytes: int
+    data: Any, key: str | None, properties: Properties | None, max_bytes: int, op: bytes = b""
 ) -> Encoded:
-    """The ARGV values `publish.lua` takes for one ordinary event, checked."""
+    """The ARGV values `publish.lua` takes for one ordinary (or ack-required) event, checked."""
     payload = encode_data(data)
     props = encode_properties(properties)
     if len(payload) + len(props) > max_bytes:
@@ -172,8 +190,8 @@ def encode_event(
             f"the limit is {max_bytes} (setting max_payload_bytes)"
         )
     if key is None:
-        return payload, b"", props, b""
-    return payload, check_key(key).encode("utf-8"), props, b""
+        return payload, b"", props, op
+    return payload, check_key(key).encode("utf-8"), props, op
 
 
 def check_key(key: object) -> str:
@@ -195,29 +213,15 @@ def event_from_entry(
     fields = entry[1]
     if not fields:
         return None
-    if isinstance(fields, dict):  # redis-py parsed it: (id, {field: value})
-        op = fields.get(F_OP)
-        event = Event(event_id, channel, fields.get(F_DATA, b""), None, fields.get(F_PROPS),
-                      counts.get(event_id, 0) if counts else 0)  # fmt: skip
-        key = fields.get(F_KEY)
-        if key is not None:
-            event.key = key.decode()
-        if op is not None:
-            event.destroyed = op == OP_DESTROY
-        return event
-    data = b""
-    key = props = None
-    destroyed = False
-    for i in range(0, len(fields), 2):
-        name = fields[i]
-        if name == F_DATA:
-            data = fields[i + 1]
-        elif name == F_KEY:
-            key = fields[i + 1].decode()
-        elif name == F_PROPS:
-            props = fields[i + 1]
-        elif name == F_OP:
-            destroyed = fields[i + 1] == OP_DESTROY
-    event = Event(event_id, channel, data, key, props, counts.get(event_id, 0))
-    event.destroyed = destroyed
+    if not isinstance(fields, dict):  # a raw reply: [field, value, ...]
+        fields = dict(zip(fields[::2], fields[1::2], strict=True))
+    key, op, ack = fields.get(F_KEY), fields.get(F_OP), fields.get(F_ACK)
+    event = Event(event_id, channel, fields.get(F_DATA, b""), None, fields.get(F_PROPS),
+                  counts.get(event_id, 0) if counts else 0)  # fmt: skip
+    if key is not None:
+        event.key = key.decode()
+    if op is not None:
+        event.destroyed = op == OP_DESTROY
+    if ack is not None:
+        event.ack_timeout_ms = int(ack)
     return event

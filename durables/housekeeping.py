@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from .errors import ChannelNotFound
 from .ops import channels as channel_ops
 from .records import HousekeepReport
-from .retention import reap_channel, trim_channel
+from .retention import nack_expired, reap_channel, trim_channel
 from .session_store import reap_expired
 
 if TYPE_CHECKING:
@@ -27,6 +27,7 @@ def housekeep(ctx: Context) -> HousekeepReport:
         k = ctx.keys(channel)
         try:
             reap_channel(ctx, k)
+            nack_expired(ctx, k)
             removed = trim_channel(ctx, k)
         except ChannelNotFound:
             continue  # deleted since it was listed

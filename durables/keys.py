@@ -23,6 +23,7 @@ in one slot and every Lua script runs unchanged on Redis Cluster:
     <ns>:{<ch>}:delayed:<durable>     zset: ids rolled back with a delay -> when they are due
     <ns>:{<ch>}:bell:<durable>        stream (MAXLEN 1): rung when events are dealt to others
     <ns>:{<ch>}:dead:<durable>        stream: dead letters (events past max_deliveries)
+    <ns>:{<ch>}:nacks                 stream: ack-required events a session did not acknowledge
 
 A session with an interest in a channel reads it through the consumer group
 `~session:<id>` on the channel's stream ('~' cannot start a durable's name).
@@ -39,7 +40,11 @@ F_DATA = b"d"
 F_KEY = b"k"
 F_PROPS = b"p"
 F_OP = b"o"
+F_ACK = b"a"
+"""An ack-required event: the milliseconds each interested session has to acknowledge it."""
 OP_DESTROY = b"destroy"
+OP_ACK = b"ack:"
+"""The op `publish.lua` takes for an ack-required event: `ack:<milliseconds>`."""
 
 
 def registry(ns: str) -> str:
@@ -102,6 +107,10 @@ class ChannelKeys:
     @property
     def last_ids(self) -> str:
         return f"{self.prefix}:lastid"
+
+    @property
+    def nacks(self) -> str:
+        return f"{self.prefix}:nacks"
 
     def lease(self, durable: str) -> str:
         return f"{self.prefix}:lease:{durable}"

@@ -160,6 +160,18 @@ class SessionInfo:
     """Of `depth`, those sent to this client and not yet acknowledged."""
 
 
+@dataclass(frozen=True)
+class Nack:
+    """An ack-required event that a session did not acknowledge: `reason` is 'timeout'
+    (sent, not acknowledged in time) or 'expired_before_sent' (never sent)."""
+
+    event_id: str
+    session_id: str
+    reason: str
+    id: str = ""
+    """The nack's own id in the channel's nack stream (when it was recorded)."""
+
+
 @dataclass
 class HousekeepReport:
     """What one round of housekeeping did."""
@@ -183,6 +195,7 @@ __all__ = [
     "HousekeepReport",
     "Interest",
     "Kind",
+    "Nack",
     "SessionInfo",
     "SessionRecord",
 ]

@@ -31,6 +31,11 @@ def trim_channel(
     return ctx.executor.run(ops.trim(k, durables, mode, up_to))
 
 
+def nack_expired(ctx: Context, k: ChannelKeys) -> int:
+    """Nacks for ack-required events whose timeout passed unacknowledged; how many."""
+    return ctx.executor.run(ops.nack_expired(k))
+
+
 def reap_channel(ctx: Context, k: ChannelKeys) -> None:
     """Detach dead consumers of the channel's shared and serial durables (their events go
     back to be dealt again)."""

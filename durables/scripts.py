@@ -34,6 +34,8 @@ NAMES = (
     "release_lease",
     "touch_session",
     "claim_lease",
+    "nack",
+    "nack_expired",
 )
 
 

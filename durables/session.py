@@ -100,6 +100,7 @@ class Session:
         self.recovery_buffer = recovery_buffer
         self.auto_ack = auto_ack
         self._timeout_ms = int(timeout * 1000)
+        self._clock_offset_ms = 0
         self._caches: dict[str, LocalCache] = {}
         self._listeners: dict[str, list[SessionListener]] = {}
         self._state_listeners: list[StateListener] = []
@@ -195,6 +196,7 @@ class Session:
     def _open(self, timeout_ms: int) -> tuple[bool, SessionRecord]:
         ctx = self.ctx
         now = store.server_ms(ctx)
+        self._clock_offset_ms = now - int(time.time() * 1000)
         record = store.load(ctx, self.id)
         resumed = record is not None and not record.expired(now)
         if record is not None and not resumed:
@@ -293,6 +295,7 @@ class Session:
             self.ctx, self.id, dict(interests), self.markers,
             lambda c: list(self._listeners.get(c, ())), self.cache,
             outage=self._lost_connection, resume=self._resume, batch=self.recovery_buffer,
+            auto_ack=self.auto_ack, clock_offset_ms=self._clock_offset_ms,
         )  # fmt: skip
 
     # -- updates (refused while disconnected) -----------------------------------------

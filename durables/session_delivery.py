@@ -13,10 +13,12 @@ from __future__ import annotations
 import logging
 import re
 import threading
+import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Protocol
 
-from .errors import ConnectionLostError, DurablesError
+from .errors import ConfigError, ConnectionLostError, DurablesError
+from .ops import sessions as ops
 from .ops.sessions import SessionCursors
 
 if TYPE_CHECKING:
@@ -60,8 +62,14 @@ class Delivery:
         outage: Callable[[], None] = lambda: None,
         resume: Callable[[], None] = lambda: None,
         batch: int | None = None,
+        auto_ack: bool = True,
+        clock_offset_ms: int = 0,
     ) -> None:
         self.ctx = ctx
+        self.session_id = session_id
+        self.auto_ack = auto_ack
+        self.clock_offset_ms = clock_offset_ms
+        """The server's clock minus ours: ack timeouts are judged on the server's."""
         self.cursors = SessionCursors(
             ctx.namespace, session_id, interests, markers, interest_matches,
             batch=batch or ctx.settings.read_batch,
@@ -121,23 +129,55 @@ class Delivery:
         channel = batch.channel
         if batch.live_first:
             self._go_live(channel)
+        acked: list[str] = []
         for event in batch.events:
+            if event.ack_required and not event.redelivered and self._too_late(event):
+                self._nack(event, "expired_before_sent")
+                continue
             if not event.replayed:
                 self._go_live(channel)
                 if event.key is not None:
                     self.cache(channel).apply_live(event.key, event.data, event.id, event.destroyed)
-            self._call(channel, event)
+            if event.ack_required:
+                event.owner = self
+            if self._call(channel, event) and event.ack_required and self.auto_ack:
+                acked.append(event.id)
         self.cursors.handed(batch)
-        ack = self.cursors.ack(batch)
+        ack = self.cursors.ack(batch, acked)
         if ack is not None:
             self.ctx.executor.run(ack, retry=False)
 
-    def _call(self, channel: str, event: Event) -> None:
+    def _too_late(self, event: Event) -> bool:
+        sent_ms = int(event.id.partition("-")[0])
+        now_ms = time.time() * 1000 + self.clock_offset_ms
+        return now_ms > sent_ms + (event.ack_timeout_ms or 0)
+
+    def _nack(self, event: Event, reason: str) -> None:
+        log.warning("session %r: event %s of %r %s", self.session_id, event.id, event.channel,
+                    reason.replace("_", " "))  # fmt: skip
+        op = ops.nack(self.ctx.keys(event.channel), event.id, self.session_id, reason)
+        self.ctx.executor.run(op, retry=False)
+
+    def ack_event(self, event: Event) -> None:
+        """An ack-required event acknowledged by the application."""
+        self.ctx.executor.run(ops.ack(self.ctx.keys(event.channel), self.session_id, [event.id]))
+
+    def rollback_event(self, event: Event, delay_s: float = 0.0) -> None:
+        raise ConfigError(
+            "a session's events cannot be rolled back; an ack-required event left "
+            "unacknowledged is sent again after a reconnect, or nacked at its timeout"
+        )
+
+    def _call(self, channel: str, event: Event) -> bool:
+        """Hand the event to every listener; False if one raised."""
+        ok = True
         for listener in self.listeners(channel):
             try:
                 listener.on_event(event)
             except Exception:
+                ok = False
                 log.exception("session listener failed on event %s of %r", event.id, channel)
+        return ok
 
     def _go_live(self, channel: str) -> None:
         if channel in self.live:

@@ -6,7 +6,9 @@
 -- KEYS[4]  the channel's last-id hash (key -> event id), used when the channel is keyed
 -- ARGV[1]  number of events n; then 4 values per event:
 --          data, key ('' = none), properties as JSON ('' = none),
---          op ('' = an ordinary event, 'destroy' = a tombstone: the key's value is gone)
+--          op ('' = an ordinary event, 'destroy' = a tombstone: the key's value is gone,
+--          'ack:<ms>' = an ack-required event: each interested session acknowledges it
+--          within <ms>, stored as field 'a'; the meta hash notes 'ackreq' for housekeeping)
 -- Returns  the new event ids, in order.
 -- Errors   NOCHANNEL (no meta: the channel was deleted), FULL <capacity> (rule 'reject').
 local meta = redis.call('HMGET', KEYS[2], 'created_ms', 'capacity', 'full', 'keyed')
@@ -23,8 +25,18 @@ local ids = {}
 for i = 0, n - 1 do
   local data, key, props, op = ARGV[2 + i * 4], ARGV[3 + i * 4], ARGV[4 + i * 4], ARGV[5 + i * 4]
   local id
-  if op ~= '' then
+  if op == 'destroy' then
     id = redis.call('XADD', stream, '*', 'd', data, 'k', key, 'o', op)
+  elseif op ~= '' then  -- 'ack:<ms>'
+    local fields = {'d', data, 'a', string.sub(op, 5)}
+    if key ~= '' then
+      fields[#fields + 1], fields[#fields + 2] = 'k', key
+    end
+    if props ~= '' then
+      fields[#fields + 1], fields[#fields + 2] = 'p', props
+    end
+    id = redis.call('XADD', stream, '*', unpack(fields))
+    redis.call('HSET', KEYS[2], 'ackreq', 1)
   elseif key == '' and props == '' then
     id = redis.call('XADD', stream, '*', 'd', data)
   elseif props == '' then

@@ -53,3 +53,9 @@ def delete_channel(k: keys.ChannelKeys, durables: Sequence[str]) -> Op[int]:
 
 def unregister(k: keys.ChannelKeys) -> Op[Any]:
     return command("SREM", keys.registry(k.ns), k.channel, context=f"delete {k.channel!r}")
+
+
+def nack_expired(k: keys.ChannelKeys) -> Op[int]:
+    """Record a nack for every ack-required event a session let time out; how many."""
+    return script("nack_expired", [k.stream, k.nacks, k.meta], [], parse=as_int,
+                  context=f"nacks of {k.channel!r}")  # fmt: skip

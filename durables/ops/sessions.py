@@ -4,13 +4,13 @@ and the delivery cursors (replay up to the marker, then live), without I/O."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from .. import ids, keys
 from ..events import Event, event_from_entry
-from ..records import Interest, SessionRecord
+from ..records import Interest, Nack, SessionRecord
 from ..replies import streams_read
 from .base import Op, as_bool, as_int, command, script, text, texts
 
@@ -136,6 +136,27 @@ def place_marker(k: keys.ChannelKeys, session_id: str) -> Op[str]:
     return script("place_marker", [k.stream], [], parse=text, context=_about(session_id))
 
 
+def nack(k: keys.ChannelKeys, event_id: str, session_id: str, reason: str) -> Op[Any]:
+    """Record that `session_id` did not acknowledge `event_id` (and take it off its queue)."""
+    return script("nack", [k.stream, k.nacks], [keys.session_group(session_id), event_id, reason],
+                  context=_about(session_id))  # fmt: skip
+
+
+def _nacks(reply: Any) -> list[Nack]:
+    return [Nack(text(f.get(b"event", b"")), text(f.get(b"session", b"")),
+                 text(f.get(b"reason", b"")), text(i)) for i, f in reply or ()]  # fmt: skip
+
+
+def nacks(k: keys.ChannelKeys, count: int | None) -> Op[list[Nack]]:
+    limit = () if count is None else ("COUNT", count)
+    return command("XRANGE", k.nacks, "-", "+", *limit, parse=_nacks, context="nacks")
+
+
+def ack(k: keys.ChannelKeys, session_id: str, event_ids: list[str]) -> Op[int]:
+    return command("XACK", k.stream, keys.session_group(session_id), *event_ids, parse=as_int,
+                   context=_about(session_id))  # fmt: skip
+
+
 @dataclass
 class Batch:
     """What one read brought for one channel: events to hand out (each flagged `replayed`),
@@ -145,6 +166,8 @@ class Batch:
     events: list[Event]
     done: list[Any]
     live_first: bool = False
+    last: Any = None
+    """The newest id the read brought (handed out, skipped or filtered)."""
 
 
 class SessionCursors:
@@ -195,8 +218,9 @@ class SessionCursors:
                 self.cursors[channel] = entries[-1][0].decode() if entries else ">"
             elif not entries:
                 live_first = True  # caught up: nothing queued is left to replay
-            batches.append(Batch(channel, self._events(channel, entries),
-                                 [e[0] for e in entries], live_first))  # fmt: skip
+            events, done = self._events(channel, entries)
+            last = entries[-1][0] if entries else None
+            batches.append(Batch(channel, events, done, live_first, last))
         return batches
 
     def restart(self) -> None:
@@ -206,24 +230,35 @@ class SessionCursors:
 
     def handed(self, batch: Batch) -> None:
         """The batch's events reached the listeners."""
-        if batch.done:
-            self.delivered[batch.channel] = ids.key(text(batch.done[-1]))
+        if batch.last is not None:
+            self.delivered[batch.channel] = ids.key(text(batch.last))
 
-    def _events(self, channel: str, entries: list[Any]) -> list[Event]:
-        interest, marker, events = self.interests[channel], self.markers[channel], []
+    def _events(self, channel: str, entries: list[Any]) -> tuple[list[Event], list[Any]]:
+        """The events to hand out, and the ids to acknowledge with the batch: all but the
+        ack-required events handed out (the application acknowledges those)."""
+        interest, marker = self.interests[channel], self.markers[channel]
         seen = self.delivered.get(channel)
+        events, done = [], []
         for entry in entries:
-            if seen is not None and ids.key(entry[0].decode()) <= seen:
-                continue  # delivered before the outage; acknowledged with this batch
+            again = seen is not None and ids.key(text(entry[0])) <= seen
             event = event_from_entry(channel, entry)
             if event is None or not self.matches(interest, event.key):
+                done.append(entry[0])
                 continue
+            if again and not event.ack_required:
+                done.append(entry[0])  # delivered before the outage: not handed out twice
+                continue
+            if again:
+                event.redelivery_count = 1  # sent, never acknowledged: sent again, flagged
             event.replayed = ids.key(event.id) <= marker
             events.append(event)
-        return events
+            if not event.ack_required:
+                done.append(entry[0])
+        return events, done
 
-    def ack(self, batch: Batch) -> Op[int] | None:
-        if not batch.done:
+    def ack(self, batch: Batch, extra: Sequence[str] = ()) -> Op[int] | None:
+        """Acknowledge the batch (and `extra` ack-required events handled meanwhile)."""
+        if not batch.done and not extra:
             return None
         return command("XACK", self._keys[batch.channel].stream, self.group, *batch.done,
-                       parse=as_int, context="session delivery")  # fmt: skip
+                       *extra, parse=as_int, context="session delivery")  # fmt: skip
