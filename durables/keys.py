@@ -24,6 +24,9 @@ in one slot and every Lua script runs unchanged on Redis Cluster:
     <ns>:{<ch>}:bell:<durable>        stream (MAXLEN 1): rung when events are dealt to others
     <ns>:{<ch>}:dead:<durable>        stream: dead letters (events past max_deliveries)
     <ns>:{<ch>}:nacks                 stream: ack-required events a session did not acknowledge
+    <ns>:{<ch>}:strips                zset: session id -> publish count at which to check its queue
+    <ns>:{<ch>}:slimits               hash: session id -> its queue limits on this channel
+    <ns>:{<ch>}:overflowed            hash: 'closed:<id>' / 'dropped:<id>' -> what overflow did
 
 A session with an interest in a channel reads it through the consumer group
 `~session:<id>` on the channel's stream ('~' cannot start a durable's name).
@@ -111,6 +114,18 @@ class ChannelKeys:
     @property
     def nacks(self) -> str:
         return f"{self.prefix}:nacks"
+
+    @property
+    def session_trips(self) -> str:
+        return f"{self.prefix}:strips"
+
+    @property
+    def session_limits(self) -> str:
+        return f"{self.prefix}:slimits"
+
+    @property
+    def overflowed(self) -> str:
+        return f"{self.prefix}:overflowed"
 
     def lease(self, durable: str) -> str:
         return f"{self.prefix}:lease:{durable}"

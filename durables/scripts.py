@@ -36,6 +36,7 @@ NAMES = (
     "claim_lease",
     "nack",
     "nack_expired",
+    "session_queue",
 )
 
 

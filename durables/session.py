@@ -116,6 +116,8 @@ class Session:
             raise
         self._state = "connected"
         self._keep_alive()
+        if self.record.interests:
+            self._queues(self._limits())
 
     def __repr__(self) -> str:
         return f"Session({self.id!r}, resumed={self.resumed}, state={self._state!r})"
@@ -150,21 +152,60 @@ class Session:
 
     def info(self) -> SessionInfo:
         """The session's state and queue: events not yet acknowledged over its channels
-        (`depth`), of which sent and not yet acknowledged (`in_flight`)."""
+        (`depth`), of which sent and not yet acknowledged (`in_flight`), and the queue limit
+        in force (`max_depth` while connected; the larger `disconnected_max_depth` while
+        away and after, until the queue drained to 80 % of `max_depth`)."""
         depth = in_flight = 0
-        for channel in self.record.interests:
-            total, sent = self.ctx.executor.run(ops.queue(self.ctx.keys(channel), self.id))
-            depth, in_flight = depth + total, in_flight + sent
-        return SessionInfo(self.id, self._state, depth, self.queue_limit,
-                           self._timeout_ms / 1000, in_flight)  # fmt: skip
+        limits: list[int] = []
+        for queue in self._queues():
+            depth, in_flight = depth + max(0, queue.depth), in_flight + queue.in_flight
+            if queue.limit:
+                limits.append(queue.limit)
+        limit = max(limits) if limits else self.max_depth
+        return SessionInfo(self.id, self._state, depth, limit, self._timeout_ms / 1000,
+                           in_flight)  # fmt: skip
 
-    @property
-    def queue_limit(self) -> int | None:
-        """The most events the session's queue holds now: `max_depth` while connected, the
-        larger `disconnected_max_depth` while away."""
-        if self._state == "disconnected" and self.disconnected_max_depth is not None:
-            return max(self.disconnected_max_depth, self.max_depth or 0)
-        return self.max_depth
+    def _limits(self) -> str:
+        """The queue limits as `session_queue.lua` stores them, or '-' for none."""
+        if self.max_depth is None:
+            return "-"
+        dmax = "" if self.disconnected_max_depth is None else str(self.disconnected_max_depth)
+        return f"{self.max_depth}|{dmax}|{self.overflow}|{self.ctx.lease_ms}"
+
+    def _queues(self, limits: str = "") -> list[ops.Queue]:
+        """Each interested channel's queue (setting `limits` when given), reporting what an
+        overflow did: drops are logged and alerted; a closed queue closes the session."""
+        live = None if self._state == "disconnected" else True
+        channels = list(self.record.interests)
+        found = self.ctx.executor.run_all(
+            [ops.queue(self.ctx.keys(c), self.id, limits, live) for c in channels]
+        )
+        for channel, queue in zip(channels, found, strict=True):
+            if queue.dropped:
+                self._alert(f"durable client session {self.id!r} lost its {queue.dropped} "
+                            f"oldest queued event(s) on {channel!r}: its queue passed its "
+                            f"limit (overflow='drop_oldest')")  # fmt: skip
+            if queue.closed:
+                depth, _, limit = queue.closed.removeprefix("closed:").partition("|")
+                self._overflowed(channel, depth, limit)
+        return list(found)
+
+    def _alert(self, message: str) -> None:
+        log.warning(message)
+        store.alert(self.ctx, message, store.server_ms(self.ctx), session=self.id)
+
+    def _overflowed(self, channel: str, depth: str, limit: str) -> None:
+        """An overflow with overflow='close': the session is closed, its queues discarded."""
+        self._alert(f"durable client session {self.id!r} was closed: its queue on "
+                    f"{channel!r} reached {depth} events, over its limit of {limit}; "
+                    f"its queue is gone")  # fmt: skip
+        with contextlib.suppress(DurablesError):
+            store.remove(self.ctx, self.record)
+        self._set_state("closed")
+
+    def _check_overflow(self) -> None:
+        """The delivery found a queue gone: find out whether an overflow closed it."""
+        self._queues()
 
     # -- being the one live client of the session ------------------------------------
 
@@ -230,6 +271,7 @@ class Session:
                 self.resumed = False
             self._keep_alive()
         self._set_state("connected" if resumed else "expired")
+        self._queues(self._limits())
 
     def _check_connected(self, what: str) -> None:
         if self._state == "disconnected" and self.ctx.executor.state == "connected":
@@ -267,6 +309,8 @@ class Session:
         self.ctx.executor.run(ops.join(ch.keys, self.id))  # registered before: keeps its queue
         self.record.interests[channel] = interest
         store.save(self.ctx, self.record)
+        if self.max_depth is not None:
+            self.ctx.executor.run(ops.queue(ch.keys, self.id, self._limits(), True))
         response = {
             key: value for key, value in ch.last_values().items() if interest_matches(interest, key)
         }
@@ -295,6 +339,7 @@ class Session:
             self.ctx, self.id, dict(interests), self.markers,
             lambda c: list(self._listeners.get(c, ())), self.cache,
             outage=self._lost_connection, resume=self._resume, batch=self.recovery_buffer,
+            queue_gone=self._check_overflow,
             auto_ack=self.auto_ack, clock_offset_ms=self._clock_offset_ms,
         )  # fmt: skip
 

@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Protocol
 
-from .errors import ConfigError, ConnectionLostError, DurablesError
+from .errors import ConfigError, ConnectionLostError, DurableNotFound, DurablesError
 from .ops import sessions as ops
 from .ops.sessions import SessionCursors
 
@@ -64,6 +64,7 @@ class Delivery:
         batch: int | None = None,
         auto_ack: bool = True,
         clock_offset_ms: int = 0,
+        queue_gone: Callable[[], None] = lambda: None,
     ) -> None:
         self.ctx = ctx
         self.session_id = session_id
@@ -74,7 +75,7 @@ class Delivery:
             ctx.namespace, session_id, interests, markers, interest_matches,
             batch=batch or ctx.settings.read_batch,
         )  # fmt: skip
-        self._outage, self._resume = outage, resume
+        self._outage, self._resume, self._queue_gone = outage, resume, queue_gone
         self.listeners = listeners
         self.cache = cache
         self.live: set[str] = set()
@@ -101,6 +102,9 @@ class Delivery:
                     self._round()
                 except ConnectionLostError:
                     self._ride_out()
+                except DurableNotFound:  # a queue is gone: an overflow may have closed it
+                    self._queue_gone()
+                    raise
         except DurablesError as exc:
             self.error = exc
             log.error("session delivery stopped: %s", exc)

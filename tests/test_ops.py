@@ -48,9 +48,10 @@ def test_a_script_call_is_evalsha_with_its_keys_then_its_args() -> None:
     op = channels.publish(K, 1, [b"data", b"", b"", b""])
     sha = scripts.sha("publish")
     assert op.wire(sha) == (
-        "EVALSHA", sha, 4, K.stream, K.meta, K.last_values, K.last_ids, 1, b"data", b"", b"", b"",
+        "EVALSHA", sha, 7, K.stream, K.meta, K.last_values, K.last_ids, K.session_trips,
+        K.session_limits, K.overflowed, 1, b"data", b"", b"", b"",
     )  # fmt: skip
-    assert wire_bytes(op).startswith(b"*12\r\n$7\r\nEVALSHA\r\n$40\r\n" + sha.encode())
+    assert wire_bytes(op).startswith(b"*15\r\n$7\r\nEVALSHA\r\n$40\r\n" + sha.encode())
 
 
 def test_script_shas_are_the_sha1_of_the_spliced_source() -> None:

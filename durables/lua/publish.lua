@@ -4,6 +4,9 @@
 -- KEYS[2]  the channel's meta hash
 -- KEYS[3]  the channel's last-value hash (key -> data), used when the channel is keyed
 -- KEYS[4]  the channel's last-id hash (key -> event id), used when the channel is keyed
+-- KEYS[5]  the channel's session trip points (zset: session id -> publish count to check at)
+-- KEYS[6]  the channel's session queue limits (hash, lib/queue_limits.lua)
+-- KEYS[7]  the channel's overflowed sessions (hash)
 -- ARGV[1]  number of events n; then 4 values per event:
 --          data, key ('' = none), properties as JSON ('' = none),
 --          op ('' = an ordinary event, 'destroy' = a tombstone: the key's value is gone,
@@ -11,6 +14,9 @@
 --          within <ms>, stored as field 'a'; the meta hash notes 'ackreq' for housekeeping)
 -- Returns  the new event ids, in order.
 -- Errors   NOCHANNEL (no meta: the channel was deleted), FULL <capacity> (rule 'reject').
+-- The meta hash counts the events ever published ('published'); sessions whose queue may
+-- have reached its limit are checked (lib/queue_limits.lua).
+--@include queue_limits
 local meta = redis.call('HMGET', KEYS[2], 'created_ms', 'capacity', 'full', 'keyed')
 if not meta[1] then
   return redis.error_reply('NOCHANNEL the channel does not exist')
@@ -60,4 +66,7 @@ end
 if capacity and meta[3] == 'drop_oldest' then
   redis.call('XTRIM', stream, 'MAXLEN', capacity)
 end
+local published = redis.call('HINCRBY', KEYS[2], 'published', n)
+check_trips({stream = stream, meta = KEYS[2], trips = KEYS[5], limits = KEYS[6],
+  overflowed = KEYS[7]}, published)
 return ids

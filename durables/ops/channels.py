@@ -39,7 +39,15 @@ def publish(k: keys.ChannelKeys, count: int, parts: Sequence[bytes]) -> Op[list[
     """`count` events, four encoded values each (`events.encode_event`); their ids."""
     return script(
         "publish",
-        (k.stream, k.meta, k.last_values, k.last_ids),
+        (
+            k.stream,
+            k.meta,
+            k.last_values,
+            k.last_ids,
+            k.session_trips,
+            k.session_limits,
+            k.overflowed,
+        ),
         (count, *parts),
         parse=_ids,
         context=f"publish to {k.channel!r}",

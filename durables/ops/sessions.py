@@ -39,21 +39,35 @@ def take_live(ns: str, session_id: str, token: str, lease_ms: int) -> Op[bool]:
                   parse=as_bool, context=_about(session_id))  # fmt: skip
 
 
-def _group_depth(group: str) -> Callable[[Any], tuple[int, int]]:
-    def parse(reply: Any) -> tuple[int, int]:
-        for g in reply or ():
-            if text(g["name"]) == group:
-                return int(g.get("lag") or 0) + int(g["pending"]), int(g["pending"])
-        return 0, 0
+@dataclass(frozen=True)
+class Queue:
+    """A session's queue on one channel, as `session_queue.lua` found it."""
 
-    return parse
+    depth: int
+    """Events queued and not yet acknowledged; -1 when the session has no queue there."""
+    in_flight: int
+    limit: int
+    """The limit in force now; 0 when none is set."""
+    dropped: int
+    """Oldest events dropped by `overflow="drop_oldest"` since the last look."""
+    closed: str
+    """'closed:<depth>|<limit>' when an overflow closed the session's queue, else ''."""
 
 
-def queue(k: keys.ChannelKeys, session_id: str) -> Op[tuple[int, int]]:
-    """The session's queue on a channel: (events not yet acknowledged, of which in flight)."""
-    group = keys.session_group(session_id)
-    return command("XINFO GROUPS", k.stream, parse=_group_depth(group),
-                   context=_about(session_id))  # fmt: skip
+def _queue(reply: Any) -> Queue:
+    depth, pending, limit, dropped, closed = reply
+    return Queue(int(depth), int(pending), int(limit), int(dropped), text(closed))
+
+
+def queue(
+    k: keys.ChannelKeys, session_id: str, limits: str = "", live: bool | None = None
+) -> Op[Queue]:
+    """Look at (and with `limits` 'max|dmax|overflow|lease_ms', or '-' to remove, set) the
+    session's queue on a channel; `live` as the client knows it."""
+    flag = "" if live is None else "1" if live else "0"
+    return script("session_queue",
+                  [k.stream, k.meta, k.session_trips, k.session_limits, k.overflowed],
+                  [session_id, limits, flag], parse=_queue, context=_about(session_id))  # fmt: skip
 
 
 def touch(ns: str, session_id: str, token: str, lease_ms: int) -> Op[bool]:

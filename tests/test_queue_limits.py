@@ -1,0 +1,134 @@
+"""Session queue limits (seed 002): `max_depth` while connected, the larger
+`disconnected_max_depth` while away, the 80 % revert after reconnecting, and both
+overflow policies, with nothing lost silently."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+import pytest
+
+import durables
+
+from .conftest import FAST
+
+AWAY_S = FAST["lease_timeout_s"] * 1.5
+"""Long enough for the server to see a session as away (its consumer idle past its lease)."""
+
+
+class Gate:
+    """A session listener that takes one event at a time, when the test lets it."""
+
+    def __init__(self) -> None:
+        self.got: list[str] = []
+        self.allowed = threading.Semaphore(0)
+        self.arrived = threading.Semaphore(0)
+
+    def on_event(self, event: durables.Event) -> None:
+        self.got.append(event.text)
+        self.arrived.release()
+        self.allowed.acquire(timeout=10)
+
+
+def away_session(client: durables.Client, name: str, **limits: object) -> None:
+    """Open a session with an interest, read once, and leave it (keep-alive on)."""
+    s = client.session(name, timeout=60, **limits)  # type: ignore[arg-type]
+    s.register_interest("orders")
+    s.ready_for_events()
+    time.sleep(0.3)  # its consumer has read once: the server knows it
+    s.close(keepalive=True)
+
+
+def test_the_limit_expands_while_away_and_reverts_at_80_percent_event_by_event(
+    client: durables.Client,
+) -> None:
+    ch = client.channel("orders")
+    away_session(client, "phone", max_depth=5, disconnected_max_depth=10, recovery_buffer=1)
+    time.sleep(AWAY_S)
+    for i in range(1, 9):
+        ch.publish(f"e{i}")  # 8 > max_depth: only the disconnected limit lets them stay
+    gate = Gate()
+    s = client.session("phone", timeout=60, max_depth=5, disconnected_max_depth=10,
+                       recovery_buffer=1)  # fmt: skip
+    assert s.resumed
+    s.add_listener("orders", gate)
+    seen: list[tuple[int, int | None]] = []
+    s.ready_for_events()
+    for _ in range(8):
+        assert gate.arrived.acquire(timeout=10)
+        time.sleep(0.05)  # the previous event's ack has gone out
+        info = s.info()
+        seen.append((info.depth, info.queue_limit))
+        gate.allowed.release()
+    # one event in the listener's hands (in flight) at each look: depth counts it
+    assert seen == [(8, 10), (7, 10), (6, 10), (5, 10), (4, 5), (3, 5), (2, 5), (1, 5)]
+    assert gate.got == [f"e{i}" for i in range(1, 9)]
+    assert ch.nacks() == []
+    s.close()
+
+
+def test_overflow_close_discards_the_queue_and_closes_the_session_with_a_warning(
+    client: durables.Client, caplog: pytest.LogCaptureFixture
+) -> None:
+    ch = client.channel("orders")
+    away_session(client, "small", max_depth=3)
+    time.sleep(AWAY_S)
+    for i in range(1, 5):
+        ch.publish(f"e{i}")  # the 4th is beyond the limit: the queue goes
+    with caplog.at_level(logging.WARNING):
+        s = client.session("small", timeout=60, max_depth=3)
+        assert s.state == "closed"
+    assert any("'small' was closed" in r.getMessage() for r in caplog.records)
+    assert any("'small' was closed" in a["message"] for a in client.alerts())
+    assert "small" not in [r.id for r in client.sessions()]
+
+
+def test_overflow_drop_oldest_keeps_the_newest_and_says_how_many_went(
+    client: durables.Client, caplog: pytest.LogCaptureFixture
+) -> None:
+    ch = client.channel("orders")
+    away_session(client, "lossy", max_depth=3, overflow="drop_oldest")
+    time.sleep(AWAY_S)
+    for i in range(1, 6):
+        ch.publish(f"e{i}")
+    gate = Gate()
+    with caplog.at_level(logging.WARNING):
+        s = client.session("lossy", timeout=60, max_depth=3, overflow="drop_oldest")
+    s.add_listener("orders", gate)
+    s.ready_for_events()
+    for _ in range(3):
+        assert gate.arrived.acquire(timeout=10)
+        gate.allowed.release()
+    time.sleep(0.3)
+    assert gate.got == ["e3", "e4", "e5"]
+    assert any("lost its 2 oldest" in r.getMessage() for r in caplog.records)
+    s.close()
+
+
+def test_a_connected_session_overflows_at_max_depth(client: durables.Client) -> None:
+    ch = client.channel("orders")
+    s = client.session("busy", timeout=60, max_depth=2, disconnected_max_depth=50)
+    s.register_interest("orders")
+    gate = Gate()
+    s.add_listener("orders", gate)
+    s.ready_for_events()
+    ch.publish("e1")
+    assert gate.arrived.acquire(timeout=10)  # held by the listener: 1 in flight
+    ch.publish("e2")
+    assert s.info().depth == 2 and s.info().queue_limit == 2
+    ch.publish("e3")  # beyond max_depth while connected
+    gate.allowed.release()
+    deadline = time.monotonic() + 10
+    while s.state != "closed" and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert s.state == "closed"
+    s.close()
+
+
+def test_queue_limits_are_checked(client: durables.Client) -> None:
+    for bad in ({"max_depth": 0}, {"disconnected_max_depth": -1}, {"overflow": "spill"},
+                {"recovery_buffer": 1.5}):  # fmt: skip
+        with pytest.raises(durables.ConfigError):
+            client.session("bad", timeout=60, **bad)  # type: ignore[arg-type]
