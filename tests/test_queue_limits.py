@@ -131,4 +131,4 @@ def test_queue_limits_are_checked(client: durables.Client) -> None:
     for bad in ({"max_depth": 0}, {"disconnected_max_depth": -1}, {"overflow": "spill"},
                 {"recovery_buffer": 1.5}):  # fmt: skip
         with pytest.raises(durables.ConfigError):
-            client.session("bad", timeout=60, **bad)  # type: ignore[arg-type]
+            client.session("bad", timeout=60, **bad)
