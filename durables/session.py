@@ -268,7 +268,7 @@ class Session:
                         self.ctx.executor.run(ops.join(self.ctx.keys(channel), self.id))
                         self.record.interests[channel] = interest
                 store.save(self.ctx, self.record)
-                self.resumed = False
+            self.resumed = resumed
             self._keep_alive()
         self._set_state("connected" if resumed else "expired")
         self._queues(self._limits())

@@ -1,0 +1,237 @@
+"""Faults between client and server, through a fault proxy (seed 002's "kill the proxy"):
+a killed and restarted proxy, a keep-alive that runs out, a black hole, and a bounded soak
+of many sessions under random faults. Every test counts what was published, delivered,
+lost, duplicated and reordered."""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+
+import pytest
+
+import durables
+
+from .conftest import FAST
+from .faultproxy import FaultProxy
+from .servers import RedisProcess
+
+pytestmark = pytest.mark.slow
+RIDE = {**FAST, "reconnect_timeout_s": 30.0}
+
+
+@dataclass
+class Tally:
+    """What one session received: ids in order, and which came flagged redelivered."""
+
+    ids: list[str] = field(default_factory=list)
+    flagged: set[str] = field(default_factory=set)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def on_event(self, event: durables.Event) -> None:
+        with self.lock:
+            if event.redelivered:
+                self.flagged.add(event.id)
+            self.ids.append(event.id)
+
+    def count(self, published: list[str]) -> dict[str, int]:
+        """published, delivered, lost, duplicated (and of those unflagged), reordered."""
+        with self.lock:
+            got = list(self.ids)
+            flagged = set(self.flagged)
+        seen: set[str] = set()
+        duplicated = unflagged = reordered = 0
+        order = {eid: i for i, eid in enumerate(published)}
+        last = -1
+        for eid in got:
+            if eid in seen:
+                duplicated += 1
+                unflagged += eid not in flagged
+                continue
+            seen.add(eid)
+            if order.get(eid, last) < last:
+                reordered += 1
+            last = max(last, order.get(eid, last))
+        return {
+            "published": len(published),
+            "delivered": len(got),
+            "lost": len(set(published) - seen),
+            "duplicated": duplicated,
+            "unflagged_duplicates": unflagged,
+            "reordered": reordered,
+        }
+
+
+def wait_for(predicate: Callable[[], bool], timeout: float = 20.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.05)
+    return False
+
+
+@pytest.fixture
+def proxy(server: RedisProcess) -> Iterator[FaultProxy]:
+    with FaultProxy(server.port) as p:
+        yield p
+
+
+def open_session(
+    client: durables.Client, name: str, timeout: float = 60
+) -> tuple[durables.Session, Tally, list[tuple[str, str]]]:
+    tally, states = Tally(), []
+    s = client.session(name, timeout=timeout)
+    s.on_state(lambda old, new: states.append((old, new)))
+    s.register_interest("orders")
+    s.add_listener("orders", tally)
+    s.ready_for_events()
+    return s, tally, states
+
+
+def test_a_session_resumes_through_a_killed_proxy_and_gets_everything_once_in_order(
+    proxy: FaultProxy, server_url: str, namespace: str
+) -> None:
+    with (
+        durables.connect(proxy.url, namespace=namespace, **RIDE) as client,
+        durables.connect(server_url, namespace=namespace, **FAST) as producer,
+    ):
+        ch = producer.channel("orders")
+        s, tally, states = open_session(client, "mobile-42")
+        published = [ch.publish(f"e{i}") for i in range(50)]
+        assert wait_for(lambda: len(tally.ids) >= 50)
+        proxy.kill()
+        published += [ch.publish(f"e{i}") for i in range(50, 150)]  # while it is away
+        assert wait_for(lambda: s.state == "disconnected", 10)
+        proxy.restart()
+        published += [ch.publish(f"e{i}") for i in range(150, 200)]
+        assert wait_for(lambda: set(published) <= set(tally.ids))
+        time.sleep(0.3)
+        counts = tally.count(published)
+        print(counts)
+        assert counts == {"published": 200, "delivered": 200, "lost": 0, "duplicated": 0,
+                          "unflagged_duplicates": 0, "reordered": 0}  # fmt: skip
+        assert states == [("connected", "disconnected"), ("disconnected", "connected")]
+        assert s.resumed and s.id == "mobile-42"
+        s.close()
+
+
+def test_after_the_keep_alive_a_new_session_with_the_same_interests_is_opened(
+    proxy: FaultProxy, server_url: str, namespace: str
+) -> None:
+    with (
+        durables.connect(proxy.url, namespace=namespace, **RIDE) as client,
+        durables.connect(server_url, namespace=namespace, **FAST) as producer,
+    ):
+        ch = producer.channel("orders")
+        s, tally, states = open_session(client, "brief", timeout=1.0)
+        proxy.kill()
+        missed = ch.publish("while away")
+        time.sleep(FAST["lease_timeout_s"] + 1.0 + 0.8)  # lease, then the keep-alive, pass
+        proxy.restart()
+        assert wait_for(lambda: s.state == "expired", 15)
+        assert states == [("connected", "disconnected"), ("disconnected", "expired")]
+        assert s.resumed is False and "orders" in s.interests
+        later = ch.publish("after")
+        assert wait_for(lambda: later in tally.ids)
+        assert missed not in tally.ids  # a new session: nothing old replayed
+        s.close()
+
+
+def test_a_black_hole_is_noticed_within_the_heartbeat_bound(
+    proxy: FaultProxy, namespace: str
+) -> None:
+    """Bound: a heartbeat beat (lease / 3) plus its socket timeout (lease / 4), well under
+    the 30 s socket timeout; with the tests' 1 s lease, about 0.6 s."""
+    with durables.connect(proxy.url, namespace=namespace, **RIDE) as client:
+        dur = client.channel("orders").durable("workers", kind="shared")
+        got: list[str] = []
+        sub = dur.subscribe(lambda event: got.append(event.id))
+        time.sleep(0.5)
+        noticed = threading.Event()
+        client.on_state(lambda old, new: noticed.set() if new == "reconnecting" else None)
+        started = time.monotonic()
+        proxy.blackhole()
+        assert noticed.wait(10)
+        took = time.monotonic() - started
+        print(f"black hole noticed after {took:.2f} s")
+        assert took < FAST["lease_timeout_s"] * (1 / 3 + 1 / 4) + 1.0
+        proxy.blackhole(False)
+        assert wait_for(lambda: client.state == "connected", 15)
+        eid = client.channel("orders").publish("after")
+        assert wait_for(lambda: eid in got)
+        assert sub.error is None
+        sub.close()
+
+
+SESSIONS = 10
+EVENTS = 10_000
+SOAK_S = 40.0
+
+
+def test_soak_ten_sessions_through_proxies_under_random_faults(
+    server: RedisProcess, server_url: str, namespace: str
+) -> None:
+    """Ten clients, each through its own proxy, while a producer publishes 10,000 events
+    (half ack-required) and the proxies are killed, reset and slowed at random."""
+    rng = random.Random(20261123)
+    proxies = [FaultProxy(server.port) for _ in range(SESSIONS)]
+    clients = [durables.connect(p.url, namespace=namespace, **RIDE) for p in proxies]
+    try:
+        with durables.connect(server_url, namespace=namespace, **FAST) as producer:
+            ch = producer.channel("orders")
+            sessions = [open_session(c, f"soak-{i}", timeout=60) for i, c in enumerate(clients)]
+            published: list[str] = []
+            done = threading.Event()
+
+            faults_done: dict[str, int] = {"kill": 0, "reset": 0, "delay": 0}
+
+            def chaos() -> None:
+                while not done.wait(rng.uniform(0.2, 0.6)):
+                    p = rng.choice(proxies)
+                    fault = rng.choice(("kill", "reset", "delay"))
+                    faults_done[fault] += 1
+                    if fault == "kill":
+                        p.kill()
+                        time.sleep(rng.uniform(0.1, 1.5))
+                        p.restart()
+                    elif fault == "reset":
+                        p.reset_all()
+                    else:
+                        p.latency(rng.uniform(0.01, 0.1))
+                        time.sleep(0.5)
+                        p.latency(0)
+
+            faults = threading.Thread(target=chaos, daemon=True)
+            faults.start()
+            started = time.monotonic()
+            for start in range(0, EVENTS, 100):
+                for i in range(start, start + 100):
+                    published.append(ch.publish(f"e{i}", ack_required=i % 2 == 0,
+                                                ack_timeout=120))  # fmt: skip
+                time.sleep(0.01)
+            done.set()
+            faults.join(10)
+            everyone = [tally for _, tally, _ in sessions]
+            assert wait_for(lambda: all(set(published) <= set(t.ids) for t in everyone),
+                            SOAK_S)  # fmt: skip
+            print(f"published {len(published)} in {time.monotonic() - started:.1f} s; "
+                  f"faults: {faults_done}")  # fmt: skip
+            assert sum(faults_done.values()) >= 20
+            for i, tally in enumerate(everyone):
+                counts = tally.count(published)
+                print(f"soak-{i}: {counts}")
+                assert counts["lost"] == 0
+                assert counts["unflagged_duplicates"] == 0
+                assert counts["reordered"] == 0
+            assert ch.nacks() == []
+            for s, _, _ in sessions:
+                s.close()
+    finally:
+        for c in clients:
+            c.close()
+        for p in proxies:
+            p.close()
