@@ -167,6 +167,41 @@ def test_a_black_hole_is_noticed_within_the_heartbeat_bound(
         sub.close()
 
 
+class Chaos:
+    """Random faults on the proxies from a thread: kill and restart, reset, slow down."""
+
+    def __init__(self, proxies: list[FaultProxy], rng: random.Random) -> None:
+        self.proxies, self.rng = proxies, rng
+        self.done: dict[str, int] = {"kill": 0, "reset": 0, "delay": 0}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        rng = self.rng
+        while not self._stop.wait(rng.uniform(0.2, 0.6)):
+            p = rng.choice(self.proxies)
+            fault = rng.choice(("kill", "reset", "delay"))
+            self.done[fault] += 1
+            if fault == "kill":
+                p.kill()
+                time.sleep(rng.uniform(0.1, 1.5))
+                p.restart()
+            elif fault == "reset":
+                p.reset_all()
+            else:
+                p.latency(rng.uniform(0.01, 0.1))
+                time.sleep(0.5)
+                p.latency(0)
+
+    def __enter__(self) -> Chaos:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(10)
+
+
 SESSIONS = 10
 EVENTS = 10_000
 SOAK_S = 40.0
@@ -185,42 +220,19 @@ def test_soak_ten_sessions_through_proxies_under_random_faults(
             ch = producer.channel("orders")
             sessions = [open_session(c, f"soak-{i}", timeout=60) for i, c in enumerate(clients)]
             published: list[str] = []
-            done = threading.Event()
-
-            faults_done: dict[str, int] = {"kill": 0, "reset": 0, "delay": 0}
-
-            def chaos() -> None:
-                while not done.wait(rng.uniform(0.2, 0.6)):
-                    p = rng.choice(proxies)
-                    fault = rng.choice(("kill", "reset", "delay"))
-                    faults_done[fault] += 1
-                    if fault == "kill":
-                        p.kill()
-                        time.sleep(rng.uniform(0.1, 1.5))
-                        p.restart()
-                    elif fault == "reset":
-                        p.reset_all()
-                    else:
-                        p.latency(rng.uniform(0.01, 0.1))
-                        time.sleep(0.5)
-                        p.latency(0)
-
-            faults = threading.Thread(target=chaos, daemon=True)
-            faults.start()
-            started = time.monotonic()
-            for start in range(0, EVENTS, 100):
-                for i in range(start, start + 100):
-                    published.append(ch.publish(f"e{i}", ack_required=i % 2 == 0,
-                                                ack_timeout=120))  # fmt: skip
-                time.sleep(0.01)
-            done.set()
-            faults.join(10)
+            with Chaos(proxies, rng) as chaos:
+                started = time.monotonic()
+                for start in range(0, EVENTS, 100):
+                    for i in range(start, start + 100):
+                        published.append(ch.publish(f"e{i}", ack_required=i % 2 == 0,
+                                                    ack_timeout=120))  # fmt: skip
+                    time.sleep(0.01)
             everyone = [tally for _, tally, _ in sessions]
             assert wait_for(lambda: all(set(published) <= set(t.ids) for t in everyone),
                             SOAK_S)  # fmt: skip
             print(f"published {len(published)} in {time.monotonic() - started:.1f} s; "
-                  f"faults: {faults_done}")  # fmt: skip
-            assert sum(faults_done.values()) >= 20
+                  f"faults: {chaos.done}")  # fmt: skip
+            assert sum(chaos.done.values()) >= 20
             for i, tally in enumerate(everyone):
                 counts = tally.count(published)
                 print(f"soak-{i}: {counts}")
