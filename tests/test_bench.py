@@ -48,6 +48,10 @@ SCENARIO_NAMES = [
     "fetch_cost_200k_retained",
     "fetch_cost_16_consumers",
     "session_replay",
+    "sessions_0",
+    "sessions_1000",
+    "sessions_1000_10_at_limit",
+    "reconnect_first_event",
 ]
 REQUIRED = [
     "name",

@@ -39,8 +39,8 @@ if not redis.call('HGET', q.limits, sid) then  -- no limits: just the queue
   if redis.call('EXISTS', q.stream) == 0 then
     return {-1, 0, 0, dropped, ''}
   end
-  local depth, pending = session_queue(q.stream, '~session:' .. sid)
+  local depth, pending = session_queue(q.stream, '~session:' .. sid, nil)
   return {depth or -1, pending, 0, dropped, ''}
 end
-local depth, pending, limit = check_queue(q, sid, published, live)
+local depth, pending, limit = check_queue(q, sid, published, live, nil)
 return {depth, pending, limit, dropped, ''}

@@ -18,25 +18,29 @@ local function split_spec(raw)
   return tonumber(parts[1]), tonumber(parts[2]), parts[3], tonumber(parts[4]), parts[5] == '1'
 end
 
--- (queue depth, pending, idle ms of its consumer or nil) of a session's group.
-local function session_queue(stream, group)
-  local depth, pending = nil, 0
+-- Every group of the stream: name -> its XINFO GROUPS fields (one call, whatever the
+-- number of sessions looked at).
+local function all_groups(stream)
+  local found = {}
   for _, g in ipairs(redis.call('XINFO', 'GROUPS', stream)) do
     local info = {}
     for i = 1, #g, 2 do
       info[g[i]] = g[i + 1]
     end
-    if info['name'] == group then
-      pending = info['pending']
-      local lag = info['lag']
-      if type(lag) ~= 'number' then  -- unknown after a SETID: count what is unread
-        lag = #redis.call('XRANGE', stream, '(' .. info['last-delivered-id'], '+')
-      end
-      depth = lag + pending
-    end
+    found[info['name']] = info
   end
-  if depth == nil then
+  return found
+end
+
+-- (queue depth, pending, idle ms of its consumer or nil) of a session's group, or nil.
+local function session_queue(stream, group, groups)
+  local info = (groups or all_groups(stream))[group]
+  if info == nil then
     return nil, 0, nil
+  end
+  local pending, lag = info['pending'], info['lag']
+  if type(lag) ~= 'number' then  -- unknown after a SETID: count what is unread
+    lag = #redis.call('XRANGE', stream, '(' .. info['last-delivered-id'], '+')
   end
   local idle = nil
   for _, c in ipairs(redis.call('XINFO', 'CONSUMERS', stream, group)) do
@@ -46,11 +50,11 @@ local function session_queue(stream, group)
       end
     end
   end
-  return depth, pending, idle
+  return lag + pending, pending, idle
 end
 
 -- Drop a session's `excess` oldest queued events: pending ones first, then unread ones.
-local function drop_oldest(stream, group, excess)
+local function drop_oldest(stream, group, excess, info)
   local dropped = 0
   local pending = redis.call('XPENDING', stream, group, '-', '+', excess)
   if #pending > 0 then
@@ -61,16 +65,6 @@ local function drop_oldest(stream, group, excess)
     dropped = redis.call('XACK', stream, group, unpack(ids))
   end
   if dropped < excess then
-    local info = {}
-    for _, g in ipairs(redis.call('XINFO', 'GROUPS', stream)) do
-      local fields = {}
-      for i = 1, #g, 2 do
-        fields[g[i]] = g[i + 1]
-      end
-      if fields['name'] == group then
-        info = fields
-      end
-    end
     local skip = redis.call('XRANGE', stream, '(' .. info['last-delivered-id'], '+',
       'COUNT', excess - dropped)
     if #skip > 0 then
@@ -89,7 +83,7 @@ end
 -- Look at one session's queue now: apply the limit, reset its trip point.
 -- live: true / false as the caller knows it, or nil to judge by its consumer's idle time.
 -- Returns depth, pending, limit (depth -1 when the session has no group or no limits).
-local function check_queue(q, sid, published, live)
+local function check_queue(q, sid, published, live, groups)
   local raw = redis.call('HGET', q.limits, sid)
   if not raw then
     redis.call('ZREM', q.trips, sid)
@@ -97,7 +91,7 @@ local function check_queue(q, sid, published, live)
   end
   local max, dmax, overflow, lease_ms, expanded = split_spec(raw)
   local group = '~session:' .. sid
-  local depth, pending, idle = session_queue(q.stream, group)
+  local depth, pending, idle = session_queue(q.stream, group, groups)
   if depth == nil then
     redis.call('ZREM', q.trips, sid)
     return -1, 0, 0
@@ -124,7 +118,8 @@ local function check_queue(q, sid, published, live)
   end
   if depth > limit then
     if overflow == 'drop_oldest' then
-      local dropped = drop_oldest(q.stream, group, depth - limit)
+      local dropped = drop_oldest(q.stream, group, depth - limit,
+        (groups or all_groups(q.stream))[group])
       redis.call('HINCRBY', q.overflowed, 'dropped:' .. sid, dropped)
       depth = depth - dropped
       pending = math.max(0, pending - dropped)
@@ -143,7 +138,11 @@ end
 -- After publishing: look at the sessions whose trip point the publish count reached.
 local function check_trips(q, published)
   local due = redis.call('ZRANGEBYSCORE', q.trips, '-inf', published, 'LIMIT', 0, 64)
+  if #due == 0 then
+    return
+  end
+  local groups = all_groups(q.stream)
   for _, sid in ipairs(due) do
-    check_queue(q, sid, published, nil)
+    check_queue(q, sid, published, nil, groups)
   end
 end
