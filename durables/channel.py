@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import names
 from .durable import Durable, create_durable, load_durable
-from .errors import ChannelNotFound, PayloadError
+from .errors import ChannelNotFound, ConfigError, PayloadError
 from .events import Message, Properties, ack_op, check_key, encode_event, tombstone
 from .ids import normal
 from .ops import channels as ops
@@ -40,20 +40,29 @@ class Channel:
         key: str | None = None,
         properties: Properties | None = None,
         *,
+        message_id: str | None = None,
         ack_required: bool = False,
         ack_timeout: float = DEFAULT_ACK_TIMEOUT_S,
+        replicas: int | None = None,
+        replica_timeout: float | None = None,
     ) -> str:
         """Append one event; returns its id once the server has stored it.
 
+        `message_id`: the producer's id; the same id within `dedupe_window_s` is stored
+        once and its first event id returned (a retry after a failover is safe).
         `ack_required`: each session interested in the channel must acknowledge the event
         within `ack_timeout` seconds (explicitly, or when its listener returns with the
         session's auto_ack); one that does not is recorded in `nacks()`.
+        `replicas`: wait until that many replicas have it (`ReplicationError` if fewer
+        confirm within `replica_timeout` seconds); defaults from the settings.
         """
         limit = self.ctx.settings.max_payload_bytes
         op = ack_op(ack_timeout) if ack_required else b""
+        encoded = encode_event(data, key, properties, limit, op, message_id)
         event_id = publish_encoded(
-            self.ctx, self.keys, 1, encode_event(data, key, properties, limit, op)
-        )[0]
+            self.ctx, self.keys, 1, encoded, replicas=_replicas(replicas),
+            replica_timeout_s=_positive("replica_timeout", replica_timeout),
+        )[0]  # fmt: skip
         self.ctx.touch(self.name)
         return event_id
 
@@ -67,7 +76,7 @@ class Channel:
         for m in messages:
             if type(m) is not Message and not isinstance(m, Message):
                 raise PayloadError(f"publish_many takes durables.Message objects, got {m!r:.60}")
-            flat += encode_event(m.data, m.key, m.properties, limit)
+            flat += encode_event(m.data, m.key, m.properties, limit, b"", m.message_id)
         return publish_flat(self.ctx, self.keys, flat)
 
     def remove_key(self, key: str) -> str:
@@ -123,6 +132,22 @@ class Channel:
 
     def durable_names(self) -> list[str]:
         return self.ctx.executor.run(ops.durable_names(self.keys))
+
+
+def _replicas(replicas: object) -> int | None:
+    if replicas is not None and (
+        not isinstance(replicas, int) or isinstance(replicas, bool) or not 0 <= replicas <= 16
+    ):
+        raise ConfigError(f"replicas must be an int from 0 to 16, got {replicas!r}")
+    return replicas
+
+
+def _positive(name: str, seconds: object) -> float | None:
+    if seconds is not None and (
+        not isinstance(seconds, int | float) or isinstance(seconds, bool) or seconds <= 0
+    ):
+        raise ConfigError(f"{name} must be a positive number of seconds, got {seconds!r}")
+    return None if seconds is None else float(seconds)
 
 
 def channel_infos(ctx: Context, channels: Sequence[str]) -> list[ChannelInfo]:

@@ -97,3 +97,13 @@ class LeaseLostError(DurableInUseError, ConsumerClosedError):
 class AccessDeniedError(DurablesError, PermissionError):
     """The server's ACL refused a key or command (NOPERM): the user may need `~<namespace>:*`
     and the stream, hash, set and scripting commands."""
+
+
+class ReplicationError(DurablesError):
+    """Fewer replicas confirmed a publish than asked (`replicas=`): the event may be stored
+    on the primary, but is not known to survive its loss. `confirmed` says how many did."""
+
+    def __init__(self, message: str, confirmed: int = 0, event_ids: tuple[str, ...] = ()) -> None:
+        super().__init__(message)
+        self.confirmed = confirmed
+        self.event_ids = event_ids

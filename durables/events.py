@@ -36,6 +36,8 @@ class Message:
     data: Any
     key: str | None = None
     properties: Properties | None = None
+    message_id: str | None = None
+    """The producer's id: the same id within `dedupe_window_s` is stored once."""
 
 
 @dataclass(slots=True, eq=False)
@@ -158,13 +160,28 @@ def encode_properties(properties: Properties | None) -> bytes:
         ) from None
 
 
-Encoded = tuple[bytes, bytes, bytes, bytes]
-"""The four ARGV values `publish.lua` takes per event: data, key, properties, op."""
+Encoded = tuple[bytes, bytes, bytes, bytes, bytes]
+"""The five ARGV values `publish.lua` takes per event: data, key, properties, op and the
+producer's message id."""
+PER_EVENT = 5
+MAX_MESSAGE_ID = 200
 
 
 def tombstone(key: str) -> Encoded:
     """A keyed channel's event that says the key's value is gone."""
-    return b"", key.encode("utf-8"), b"", OP_DESTROY
+    return b"", key.encode("utf-8"), b"", OP_DESTROY, b""
+
+
+def check_message_id(message_id: object) -> bytes:
+    """A producer's message id: a non-empty str of at most 200 characters (or None)."""
+    if message_id is None:
+        return b""
+    if not isinstance(message_id, str) or not message_id or len(message_id) > MAX_MESSAGE_ID:
+        raise PayloadError(
+            f"message_id must be a non-empty str of at most {MAX_MESSAGE_ID} characters, "
+            f"got {message_id!r:.80}"
+        )
+    return message_id.encode("utf-8")
 
 
 def ack_op(ack_timeout_s: float) -> bytes:
@@ -179,7 +196,12 @@ def ack_op(ack_timeout_s: float) -> bytes:
 
 
 def encode_event(
-    data: Any, key: str | None, properties: Properties | None, max_bytes: int, op: bytes = b""
+    data: Any,
+    key: str | None,
+    properties: Properties | None,
+    max_bytes: int,
+    op: bytes = b"",
+    message_id: str | None = None,
 ) -> Encoded:
     """The ARGV values `publish.lua` takes for one ordinary (or ack-required) event, checked."""
     payload = encode_data(data)
@@ -189,9 +211,10 @@ def encode_event(
             f"event is {len(payload) + len(props)} bytes with its properties; "
             f"the limit is {max_bytes} (setting max_payload_bytes)"
         )
+    mid = check_message_id(message_id) if message_id is not None else b""
     if key is None:
-        return payload, b"", props, op
-    return payload, check_key(key).encode("utf-8"), props, op
+        return payload, b"", props, op, mid
+    return payload, check_key(key).encode("utf-8"), props, op, mid
 
 
 def check_key(key: object) -> str:

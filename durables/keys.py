@@ -27,6 +27,8 @@ in one slot and every Lua script runs unchanged on Redis Cluster:
     <ns>:{<ch>}:strips                zset: session id -> publish count at which to check its queue
     <ns>:{<ch>}:slimits               hash: session id -> its queue limits on this channel
     <ns>:{<ch>}:overflowed            hash: 'closed:<id>' / 'dropped:<id>' -> what overflow did
+    <ns>:{<ch>}:mids                  hash: producer message id -> the event id it got
+    <ns>:{<ch>}:midtimes              zset: producer message id -> when (server ms), for expiry
 
 A session with an interest in a channel reads it through the consumer group
 `~session:<id>` on the channel's stream ('~' cannot start a durable's name).
@@ -126,6 +128,14 @@ class ChannelKeys:
     @property
     def overflowed(self) -> str:
         return f"{self.prefix}:overflowed"
+
+    @property
+    def message_ids(self) -> str:
+        return f"{self.prefix}:mids"
+
+    @property
+    def message_times(self) -> str:
+        return f"{self.prefix}:midtimes"
 
     def lease(self, durable: str) -> str:
         return f"{self.prefix}:lease:{durable}"

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Literal
-from urllib.parse import urlsplit
 
 from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import (
@@ -19,8 +18,8 @@ from pydantic_settings import (
 )
 
 from .errors import ConfigError
+from .urls import parse_url
 
-SCHEMES = ("redis", "rediss")
 Fsync = Literal["everysec", "always"]
 
 
@@ -36,7 +35,8 @@ class Settings(BaseSettings):
     )
 
     url: str | None = None
-    """`redis://` or `rediss://` URL; None starts or reuses the embedded server."""
+    """`redis://`, `rediss://`, `redis+sentinel://h:p[,h:p]/primary` or `redis+cluster://`
+    URL; None starts or reuses the embedded server."""
     namespace: str = Field(default="durables", pattern=r"^[A-Za-z0-9_.-]{1,64}$")
     """Prefix of every key, so several applications can share one server."""
     home: Path = Path("~/.local/share/durables")
@@ -59,6 +59,13 @@ class Settings(BaseSettings):
     """Socket timeout of a Redis connection; must exceed `block_s`."""
     connect_timeout_s: float = Field(default=5.0, gt=0)
     """How long to wait for a TCP connection to the server."""
+    replicas: int = Field(default=0, ge=0, le=16)
+    """Replicas that must confirm each publish (`WAIT`) before it returns; 0: do not wait."""
+    replica_timeout_s: float = Field(default=1.0, gt=0, le=60)
+    """How long a publish waits for `replicas` confirmations before `ReplicationError`."""
+    dedupe_window_s: float = Field(default=300.0, ge=0, le=86_400)
+    """A publish with a `message_id` seen on the channel this recently stores nothing and
+    returns the first event's id (a producer may retry after a failover safely)."""
     reconnect_timeout_s: float = Field(default=60.0, ge=0)
     """After a dropped connection or a server restart, keep retrying (backoff with jitter)
     this long before giving up (consumers, subscriptions and sessions then end with
@@ -66,18 +73,13 @@ class Settings(BaseSettings):
 
     @field_validator("url")
     @classmethod
-    def _url_has_known_scheme(cls, url: str | None) -> str | None:
+    def _url_parses(cls, url: str | None) -> str | None:
         if url is None:
             return None
-        parts = urlsplit(url)
-        if parts.scheme not in SCHEMES:
-            raise ValueError(f"scheme must be one of {', '.join(SCHEMES)}, got {url!r}")
         try:
-            parts.port  # noqa: B018  (raises on a non-numeric port)
-        except ValueError as exc:
-            raise ValueError(f"bad port in {url!r}") from exc
-        if not parts.hostname:
-            raise ValueError(f"no host in {url!r}")
+            parse_url(url)
+        except ConfigError as exc:
+            raise ValueError(str(exc)) from None
         return url
 
     @classmethod

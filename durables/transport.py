@@ -1,31 +1,78 @@
 """How to reach the server, chosen from the URL.
 
 The deployment is a parameter of one executor, not a client class of its own: a
-transport only knows how to open a redis-py connection pool for its URL. Standalone
-servers (`redis://`, `rediss://`) today; Sentinel and Cluster plug in here as
-further schemes.
+transport only knows how to open a redis-py client for its URL. A standalone server
+(`redis://`, `rediss://`), or a primary found through Sentinel
+(`redis+sentinel://h1:p1,h2:p2/primary`): after a failover the executor's reconnection
+asks the sentinels again, through redis-py's Sentinel connection pool, and a demoted
+primary's READONLY reply is a lost connection there too.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from urllib.parse import urlsplit
+from typing import Any
 
 import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
+from redis.sentinel import Sentinel
 
 from .errors import ConfigError
+from .urls import ServerUrl, parse_url
+
+Opener = Callable[[ServerUrl, float, float], redis.Redis]
+
+
+def _common(socket_timeout_s: float, connect_timeout_s: float) -> dict[str, Any]:
+    return {
+        "socket_timeout": socket_timeout_s,
+        "socket_connect_timeout": connect_timeout_s,
+        "socket_keepalive": True,
+        "retry": Retry(NoBackoff(), 0),  # one retry policy: the executor's
+    }
+
+
+def _standalone(url: ServerUrl, socket_timeout_s: float, connect_timeout_s: float) -> redis.Redis:
+    try:
+        return redis.Redis.from_url(url.url, **_common(socket_timeout_s, connect_timeout_s))
+    except ValueError as exc:
+        raise ConfigError(f"malformed server URL {url.url!r}: {exc}") from None
+
+
+def _sentinel(url: ServerUrl, socket_timeout_s: float, connect_timeout_s: float) -> redis.Redis:
+    auth = {"username": url.username, "password": url.password}
+    sentinels = Sentinel(  # type: ignore[no-untyped-call]
+        list(url.hosts),
+        sentinel_kwargs={"socket_timeout": connect_timeout_s,
+                         "socket_connect_timeout": connect_timeout_s, **auth},
+        **auth,
+    )  # fmt: skip
+    assert url.service is not None
+    primary: redis.Redis = sentinels.master_for(  # type: ignore[no-untyped-call]
+        url.service, db=url.db, ssl=url.tls, **_common(socket_timeout_s, connect_timeout_s)
+    )
+    return primary
+
+
+def _cluster(url: ServerUrl, socket_timeout_s: float, connect_timeout_s: float) -> redis.Redis:
+    raise ConfigError(f"Redis Cluster URLs are not supported yet: {url.url!r}")
+
+
+OPENERS: dict[str, Opener] = {
+    "standalone": _standalone,
+    "sentinel": _sentinel,
+    "cluster": _cluster,
+}
 
 
 @dataclass(frozen=True)
 class Transport:
-    """Opens connection pools to the server at `url`."""
+    """Opens redis-py clients (each with a pool of its own) to the server of `url`."""
 
-    url: str
-    open: Callable[[str, float, float], redis.Redis]
-    """(url, socket timeout s, connect timeout s) -> a redis-py client with its own pool."""
+    url: ServerUrl
+    open: Opener
 
     def connect(self, socket_timeout_s: float, connect_timeout_s: float) -> redis.Redis:
         """A new client with a pool of its own (the heartbeat keeps one apart, so a hung
@@ -33,32 +80,10 @@ class Transport:
         return self.open(self.url, socket_timeout_s, connect_timeout_s)
 
 
-def _standalone(url: str, socket_timeout_s: float, connect_timeout_s: float) -> redis.Redis:
-    try:
-        return redis.Redis.from_url(
-            url,
-            socket_timeout=socket_timeout_s,
-            socket_connect_timeout=connect_timeout_s,
-            socket_keepalive=True,
-            retry=Retry(NoBackoff(), 0),  # one retry policy: the executor's
-        )
-    except ValueError as exc:
-        raise ConfigError(f"malformed server URL {url!r}: {exc}") from None
-
-
-OPENERS: dict[str, Callable[[str, float, float], redis.Redis]] = {
-    "redis": _standalone,
-    "rediss": _standalone,
-}
-
-
 def transport_for(url: str) -> Transport:
-    """The transport for `url`'s scheme; `ConfigError` for a scheme we do not know."""
-    scheme = urlsplit(url).scheme
-    opener = OPENERS.get(scheme)
-    if opener is None:
-        raise ConfigError(f"scheme must be one of {', '.join(OPENERS)}, got {url!r}")
-    return Transport(url, opener)
+    """The transport for `url`'s deployment; `ConfigError` for a URL we cannot use."""
+    parsed = parse_url(url)
+    return Transport(parsed, OPENERS[parsed.deployment])
 
 
 __all__ = ["OPENERS", "Transport", "transport_for"]

@@ -45,13 +45,14 @@ def test_a_command_is_sent_as_it_is_written() -> None:
 
 
 def test_a_script_call_is_evalsha_with_its_keys_then_its_args() -> None:
-    op = channels.publish(K, 1, [b"data", b"", b"", b""])
+    op = channels.publish(K, 1, [b"data", b"", b"", b"", b"m-1"], dedupe_window_ms=5000)
     sha = scripts.sha("publish")
     assert op.wire(sha) == (
-        "EVALSHA", sha, 7, K.stream, K.meta, K.last_values, K.last_ids, K.session_trips,
-        K.session_limits, K.overflowed, 1, b"data", b"", b"", b"",
+        "EVALSHA", sha, 9, K.stream, K.meta, K.last_values, K.last_ids, K.session_trips,
+        K.session_limits, K.overflowed, K.message_ids, K.message_times,
+        1, 5000, b"data", b"", b"", b"", b"m-1",
     )  # fmt: skip
-    assert wire_bytes(op).startswith(b"*15\r\n$7\r\nEVALSHA\r\n$40\r\n" + sha.encode())
+    assert wire_bytes(op).startswith(b"*19\r\n$7\r\nEVALSHA\r\n$40\r\n" + sha.encode())
 
 
 def test_script_shas_are_the_sha1_of_the_spliced_source() -> None:

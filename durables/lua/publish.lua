@@ -7,15 +7,21 @@
 -- KEYS[5]  the channel's session trip points (zset: session id -> publish count to check at)
 -- KEYS[6]  the channel's session queue limits (hash, lib/queue_limits.lua)
 -- KEYS[7]  the channel's overflowed sessions (hash)
--- ARGV[1]  number of events n; then 4 values per event:
+-- KEYS[8]  the channel's producer message ids (hash: message id -> event id)
+-- KEYS[9]  the channel's producer message ids by time (zset: message id -> server ms)
+-- ARGV[1]  number of events n
+-- ARGV[2]  the dedupe window in milliseconds; then 5 values per event:
 --          data, key ('' = none), properties as JSON ('' = none),
 --          op ('' = an ordinary event, 'destroy' = a tombstone: the key's value is gone,
 --          'ack:<ms>' = an ack-required event: each interested session acknowledges it
---          within <ms>, stored as field 'a'; the meta hash notes 'ackreq' for housekeeping)
--- Returns  the new event ids, in order.
+--          within <ms>, stored as field 'a'; the meta hash notes 'ackreq' for housekeeping),
+--          the producer's message id ('' = none): one seen within the window is not
+--          stored again, and the first event's id is returned for it.
+-- Returns  the event ids, in order.
 -- Errors   NOCHANNEL (no meta: the channel was deleted), FULL <capacity> (rule 'reject').
 -- The meta hash counts the events ever published ('published'); sessions whose queue may
 -- have reached its limit are checked (lib/queue_limits.lua).
+--@include clock
 --@include queue_limits
 local meta = redis.call('HMGET', KEYS[2], 'created_ms', 'capacity', 'full', 'keyed')
 if not meta[1] then
@@ -27,11 +33,26 @@ if capacity and meta[3] ~= 'drop_oldest' and redis.call('XLEN', KEYS[1]) + n > c
   return redis.error_reply('FULL ' .. capacity)
 end
 local stream, keyed = KEYS[1], meta[4] == '1'
+local window, now = tonumber(ARGV[2]), nil
 local ids = {}
 for i = 0, n - 1 do
-  local data, key, props, op = ARGV[2 + i * 4], ARGV[3 + i * 4], ARGV[4 + i * 4], ARGV[5 + i * 4]
+  local at = 3 + i * 5
+  local data, key, props, op, mid = ARGV[at], ARGV[at + 1], ARGV[at + 2], ARGV[at + 3], ARGV[at + 4]
   local id
-  if op == 'destroy' then
+  if mid ~= '' then
+    if now == nil then
+      now = now_ms()
+      local old = redis.call('ZRANGEBYSCORE', KEYS[9], '-inf', now - window, 'LIMIT', 0, 1000)
+      if #old > 0 then
+        redis.call('HDEL', KEYS[8], unpack(old))
+        redis.call('ZREM', KEYS[9], unpack(old))
+      end
+    end
+    id = redis.call('HGET', KEYS[8], mid)
+  end
+  if id then
+    op = 'seen'  -- stored before: its first id stands
+  elseif op == 'destroy' then
     id = redis.call('XADD', stream, '*', 'd', data, 'k', key, 'o', op)
   elseif op ~= '' then  -- 'ack:<ms>'
     local fields = {'d', data, 'a', string.sub(op, 5)}
@@ -52,7 +73,11 @@ for i = 0, n - 1 do
   else
     id = redis.call('XADD', stream, '*', 'd', data, 'k', key, 'p', props)
   end
-  if keyed and key ~= '' then
+  if mid ~= '' and op ~= 'seen' then
+    redis.call('HSET', KEYS[8], mid, id)
+    redis.call('ZADD', KEYS[9], now, mid)
+  end
+  if keyed and key ~= '' and op ~= 'seen' then
     if op == 'destroy' then
       redis.call('HDEL', KEYS[3], key)
       redis.call('HDEL', KEYS[4], key)

@@ -35,23 +35,14 @@ def _ids(reply: Any) -> list[str]:
     return [i.decode() for i in reply]
 
 
-def publish(k: keys.ChannelKeys, count: int, parts: Sequence[bytes]) -> Op[list[str]]:
-    """`count` events, four encoded values each (`events.encode_event`); their ids."""
-    return script(
-        "publish",
-        (
-            k.stream,
-            k.meta,
-            k.last_values,
-            k.last_ids,
-            k.session_trips,
-            k.session_limits,
-            k.overflowed,
-        ),
-        (count, *parts),
-        parse=_ids,
-        context=f"publish to {k.channel!r}",
-    )
+def publish(
+    k: keys.ChannelKeys, count: int, parts: Sequence[bytes], dedupe_window_ms: int = 0
+) -> Op[list[str]]:
+    """`count` events, five encoded values each (`events.encode_event`); their ids."""
+    script_keys = (k.stream, k.meta, k.last_values, k.last_ids, k.session_trips,
+                   k.session_limits, k.overflowed, k.message_ids, k.message_times)  # fmt: skip
+    return script("publish", script_keys, (count, dedupe_window_ms, *parts), parse=_ids,
+                  context=f"publish to {k.channel!r}")  # fmt: skip
 
 
 def last_values(k: keys.ChannelKeys) -> list[Op[Any]]:
@@ -101,3 +92,13 @@ def parse_info(name: str, replies: Sequence[Any]) -> ChannelInfo:
         full="drop_oldest" if meta.get(b"full") == b"drop_oldest" else "reject",
         keyed=meta.get(b"keyed") == b"1",
     )
+
+
+def _replicas(reply: Any) -> int:
+    return int(reply)
+
+
+def wait_replicas(replicas: int, timeout_s: float) -> Op[int]:
+    """`WAIT`: how many replicas have the writes sent before it on the same connection."""
+    return command("WAIT", replicas, max(1, int(timeout_s * 1000)), parse=_replicas,
+                   context="waiting for replicas")  # fmt: skip

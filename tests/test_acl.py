@@ -1,0 +1,61 @@
+"""A user limited by an ACL to `~<namespace>:*` can do everything durables does; a key
+outside it gives `AccessDeniedError` naming NOPERM, never a raw redis-py error."""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Iterator
+
+import pytest
+
+import durables
+
+from .conftest import FAST
+from .servers import RedisProcess
+
+ACL_RULES = ["on", "resetchannels", "+@all", "-flushall", "-flushdb", "-config", "-shutdown",
+             "-acl", "-debug"]  # fmt: skip
+"""The ACL line the README documents, for namespace `<ns>`: `~<ns>:*` plus these."""
+
+
+@pytest.fixture
+def limited_url(server: RedisProcess, namespace: str) -> Iterator[str]:
+    user, password = f"u{secrets.token_hex(4)}", secrets.token_hex(8)
+    with server.client() as admin:
+        admin.execute_command("ACL", "SETUSER", user, f">{password}", f"~{namespace}:*",
+                              *ACL_RULES)  # fmt: skip
+    yield f"redis://{user}:{password}@127.0.0.1:{server.port}/0"
+    with server.client() as admin:
+        admin.execute_command("ACL", "DELUSER", user)
+
+
+def test_a_user_limited_to_the_namespace_can_do_everything(
+    limited_url: str, namespace: str
+) -> None:
+    with durables.connect(limited_url, namespace=namespace, **FAST) as client:
+        ch = client.channel("orders", keyed=True)
+        ch.publish("a", key="k1", message_id="m1", ack_required=True, ack_timeout=5)
+        for kind in ("exclusive", "shared", "serial"):
+            dur = ch.durable(f"d-{kind}", kind=kind)  # type: ignore[arg-type]
+            with dur.consumer() as c:
+                assert [e.text for e in c.fetch(timeout=1)] == ["a"]
+            assert dur.depth() == 0 and dur.transaction_depth() == 0
+        s = client.session("phone", timeout=30, max_depth=10)
+        s.register_interest("orders")
+        s.put("orders", "k2", b"b")
+        assert s.info().depth >= 1
+        s.close(keepalive=False)
+        client.housekeep()
+        assert [c.name for c in client.channels()] == ["orders"]
+        assert ch.purge() >= 1 and ch.delete()
+
+
+def test_a_key_outside_the_namespace_is_access_denied_naming_noperm(
+    limited_url: str, namespace: str
+) -> None:
+    with durables.connect(limited_url, namespace=f"{namespace}x", **FAST) as client:
+        with pytest.raises(durables.AccessDeniedError, match="NOPERM") as caught:
+            client.channel("orders")
+        assert isinstance(caught.value, durables.DurablesError)
+        with pytest.raises(durables.AccessDeniedError, match="NOPERM"):
+            client.channels()
