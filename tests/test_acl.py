@@ -36,7 +36,7 @@ def test_a_user_limited_to_the_namespace_can_do_everything(
         ch = client.channel("orders", keyed=True)
         ch.publish("a", key="k1", message_id="m1", ack_required=True, ack_timeout=5)
         for kind in ("exclusive", "shared", "serial"):
-            dur = ch.durable(f"d-{kind}", kind=kind)  # type: ignore[arg-type]
+            dur = ch.durable(f"d-{kind}", kind=kind)
             with dur.consumer() as c:
                 assert [e.text for e in c.fetch(timeout=1)] == ["a"]
             assert dur.depth() == 0 and dur.transaction_depth() == 0
