@@ -77,6 +77,10 @@ class ExclusiveCursor:
         self.cursor = "0"
         self.resumed_below = self.handed
 
+    def fence(self) -> Op[Any]:
+        """Prove (and renew) the lease alone, acknowledging nothing: LEASELOST if lapsed."""
+        return self._ack("")
+
     def renew(self) -> Op[bool]:
         return script("renew_lease", [self.k.lease(self.durable)], [self.token, self.lease_ms],
                       parse=as_bool, context=self.context)  # fmt: skip
