@@ -28,6 +28,11 @@ class Reader(Protocol):
     rolled-back event may be acknowledged before a re-subscription)."""
     notices: list[str]
     """Asynchronous notices from the durable, such as another consumer's filter taking over."""
+
+    @property
+    def discarded(self) -> int:
+        """Exact duplicates not handed out again."""
+
     lock: threading.RLock
     """Guards the reader's state and the consumer's outstanding events: one lock per consumer."""
 
@@ -67,6 +72,12 @@ class Consumer:
     @property
     def closed(self) -> bool:
         return self._closed
+
+    @property
+    def discarded(self) -> int:
+        """Exact duplicates this consumer did not hand out again (after a failover or a
+        reconnection); bounded memory."""
+        return self.reader.discarded
 
     @property
     def notices(self) -> list[str]:

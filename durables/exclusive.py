@@ -53,6 +53,10 @@ class ExclusiveReader(LeaseHolder):
         self._epoch = 0
         self._proven_at = 0.0
 
+    @property
+    def discarded(self) -> int:
+        return self.state.discarded
+
     def attach(self) -> None:
         self._epoch = self.ctx.executor.epoch
         sent = self.ctx.clock()

@@ -146,6 +146,11 @@ class Session:
                 log.exception("session state listener failed on %s -> %s", old, new)
 
     @property
+    def discarded(self) -> int:
+        """Events read again after an outage that the listeners already had (not redelivered)."""
+        return self._delivery.cursors.discarded if self._delivery is not None else 0
+
+    @property
     def connected(self) -> bool:
         """True while this client is the session's live client and the server answers."""
         return self._state in ("connected", "expired")

@@ -53,6 +53,10 @@ class SharedReader(LeaseHolder):
         self._context = self.state.context
         self._epoch = 0
 
+    @property
+    def discarded(self) -> int:
+        return self.state.discarded
+
     def attach(self, *, retry: bool = True) -> None:
         """Join (or after an outage or a lapsed lease, join again) with this window."""
         epoch = self.ctx.executor.epoch

@@ -53,6 +53,8 @@ class ExclusiveCursor:
         self.handed: tuple[int, int] = (0, 0)  # newest id handed to the application
         self.resumed_below: tuple[int, int] | None = None  # after a re-attach: held already
         self._in_flight: str | None = None
+        self.discarded = 0
+        """Events read again after a re-attach that the application already had."""
 
     # -- attaching and the lease ----------------------------------------------------------
 
@@ -125,6 +127,7 @@ class ExclusiveCursor:
         events = []
         for entry in entries:
             if held is not None and ids.key(entry[0].decode()) <= held:
+                self.discarded += 1
                 continue  # handed out before the outage: the application holds it
             event = event_from_entry(channel, entry, counts)
             if event is None or (

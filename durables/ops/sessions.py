@@ -204,6 +204,8 @@ class SessionCursors:
         self.matches = matches
         self.batch = batch
         self.cursors = dict.fromkeys(interests, "0")  # own pending first, then '>'
+        self.discarded = 0
+        """Events read again after an outage that the listeners already had."""
         self.delivered: dict[str, tuple[int, int]] = {}
         """Per channel, the newest event handed to the listeners: after an outage the
         pending events are read again, and those are not handed out twice."""
@@ -261,6 +263,7 @@ class SessionCursors:
                 continue
             if again and not event.ack_required:
                 done.append(entry[0])  # delivered before the outage: not handed out twice
+                self.discarded += 1
                 continue
             if again:
                 event.redelivery_count = 1  # sent, never acknowledged: sent again, flagged

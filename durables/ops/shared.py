@@ -10,6 +10,7 @@ list hands each event out once.
 from __future__ import annotations
 
 import json
+from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -19,6 +20,9 @@ from ..events import Event, event_from_entry
 from ..replies import entries_read, text
 from ..selector import Selector
 from .base import Op, as_bool, as_int, command, script
+
+RECENT_ACKS = 10_000
+"""How many acknowledged ids a consumer remembers to discard exact duplicates (bounded)."""
 
 
 @dataclass(frozen=True)
@@ -56,6 +60,11 @@ class SharedHandout:
         )  # fmt: skip
         self.handed: set[str] = set()  # handed to the application, not yet acked
         self.to_ack: list[str] = []  # deferred acks, sent with the next fetch
+        self._acked: deque[str] = deque(maxlen=RECENT_ACKS)
+        self._acked_set: set[str] = set()
+        self.discarded = 0
+        """Exact duplicates not handed out again: events acknowledged here that came back
+        (an acknowledgement lost in a failover, redis/redis#5433)."""
         self.store_version = 0
         self._in_flight: list[str] = []
 
@@ -110,6 +119,9 @@ class SharedHandout:
             event = event_from_entry(channel, entry, counts)
             if event is None:  # trimmed while pending: nothing to deliver
                 self.to_ack.append(entry[0].decode())
+            elif event.id in self._acked_set:  # acknowledged before: the ack was lost
+                self.to_ack.append(event.id)
+                self.discarded += 1
             elif event.id not in self.handed:
                 self.handed.add(event.id)
                 events.append(event)
@@ -125,6 +137,15 @@ class SharedHandout:
         ids = [e.id for e in events]
         self.handed.difference_update(ids)
         self.to_ack.extend(ids)
+        self._remember(ids)
+
+    def _remember(self, ids: Sequence[str]) -> None:
+        """Keep the last RECENT_ACKS acknowledged ids, to discard them if they come back."""
+        for event_id in ids:
+            if len(self._acked) == RECENT_ACKS:
+                self._acked_set.discard(self._acked[0])
+            self._acked.append(event_id)
+            self._acked_set.add(event_id)
 
     def flush(self) -> list[Op[Any]]:
         """The deferred acks now, ringing the bell (window room wakes the waiters)."""
