@@ -23,6 +23,9 @@ in one slot and every Lua script runs unchanged on Redis Cluster:
     <ns>:{<ch>}:delayed:<durable>     zset: ids rolled back with a delay -> when they are due
     <ns>:{<ch>}:bell:<durable>        stream (MAXLEN 1): rung when events are dealt to others
     <ns>:{<ch>}:dead:<durable>        stream: dead letters (events past max_deliveries)
+    <ns>:{<ch>}:sinks                 hash: Spark sink id -> last batch id committed to the channel
+    <ns>:{<ch>}:stage:<token>         list: events a Spark task staged for the channel, until
+                                      the driver commits its batch (expires if it never does)
 
 A session with an interest in a channel reads it through the consumer group
 `~session:<id>` on the channel's stream ('~' cannot start a durable's name).
@@ -132,6 +135,13 @@ class ChannelKeys:
 
     def dead(self, durable: str) -> str:
         return f"{self.prefix}:dead:{durable}"
+
+    @property
+    def sinks(self) -> str:
+        return f"{self.prefix}:sinks"
+
+    def stage(self, token: str) -> str:
+        return f"{self.prefix}:stage:{token}"
 
     def per_durable(self, durable: str) -> list[str]:
         """Every key that belongs to one durable, beside its consumer group."""
