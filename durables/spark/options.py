@@ -153,9 +153,7 @@ def _positive(options: Mapping[str, str], name: str) -> int | None:
     except ValueError:
         number = 0
     if number < 1:
-        raise ConfigError(
-            f"option {SPELLING[name]} must be a positive whole number, got {value!r}"
-        )
+        raise ConfigError(f"option {SPELLING[name]} must be a positive whole number, got {value!r}")
     return number
 
 

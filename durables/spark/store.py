@@ -135,7 +135,7 @@ def read_range(
     before = None if handed_out_before is None else _key(handed_out_before)
     while True:
         with server_errors(f"reading channel {channel!r}"):
-            entries: list[Any] = client.redis.xrange(stream, low, span.last, count=READ_CHUNK)
+            entries: Any = client.redis.xrange(stream, low, span.last, count=READ_CHUNK)
         for entry in entries:
             event = event_from_entry(channel, entry)
             if event is None or event.destroyed:
@@ -171,7 +171,7 @@ def _scalar(value: object) -> str:
 def stage(client: Client, channel: str, token: str, events: Iterable[Encoded]) -> int:
     """Push encoded events to a staging list of the channel; returns how many."""
     key = client.keys(channel).stage(token)
-    count, chunk = 0, []
+    count, chunk = 0, list[bytes]()
     for data, event_key, properties, _ in events:
         chunk += (data, event_key, properties)
         count += 1
