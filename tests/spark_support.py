@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
-    from pyspark.sql.streaming import StreamingQuery
+    from pyspark.sql.streaming.query import StreamingQuery
 
     import durables
 
@@ -93,7 +93,7 @@ def published(client: durables.Client, channel: str) -> list[durables.Event]:
     """Every event the channel holds, in order (read as a plain range, acknowledging nothing)."""
     from durables.events import event_from_entry
 
-    entries = client.redis.xrange(client.keys(channel).stream)
+    entries = client.redis.xrange(client.keys(channel).stream) or []
     events = [event_from_entry(channel, entry) for entry in entries]
     return [e for e in events if e is not None]
 
