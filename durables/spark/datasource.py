@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
+from typing import ParamSpec, TypeVar
+
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceReader,
@@ -11,10 +15,28 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
+from ..errors import DurablesError
 from .options import read_options, write_options
 from .schema import SOURCE_SCHEMA
 from .sink import BatchWriter, StreamWriter
 from .source import BatchReader, StreamReader
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+
+def plain_errors(make: Callable[P, T]) -> Callable[P, T]:
+    """Spark shows a failing data source's whole Python traceback; a durables error is
+    raised afresh, so the user reads its message, not the redis-py frames under it."""
+
+    @functools.wraps(make)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> T:
+        try:
+            return make(*args, **kwargs)
+        except DurablesError as exc:
+            raise exc.with_traceback(None) from None
+
+    return wrapper
 
 
 class DurablesDataSource(DataSource):
@@ -28,14 +50,18 @@ class DurablesDataSource(DataSource):
     def schema(self) -> StructType:
         return SOURCE_SCHEMA
 
+    @plain_errors
     def reader(self, schema: StructType) -> DataSourceReader:
         return BatchReader(read_options(self.options))
 
+    @plain_errors
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         return StreamReader(read_options(self.options))
 
+    @plain_errors
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         return BatchWriter(write_options(self.options, streaming=False), schema)
 
+    @plain_errors
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
         return StreamWriter(write_options(self.options, streaming=True), schema)
