@@ -47,6 +47,8 @@ SCENARIO_NAMES = [
     "fetch_cost_200k_retained",
     "fetch_cost_16_consumers",
     "session_replay",
+    "spark_source",
+    "spark_pipeline",
 ]
 REQUIRED = [
     "name",

@@ -18,6 +18,7 @@ from .memory import Memory
 from .publish import PublishBatch, PublishSingle
 from .replay import SessionReplay
 from .scenario import Scenario
+from .spark import SparkThroughput
 
 SCENARIOS: list[Scenario] = [
     PublishSingle(),
@@ -33,6 +34,7 @@ SCENARIOS: list[Scenario] = [
     Memory(),
     FetchCost(),
     SessionReplay(),
+    SparkThroughput(),
 ]
 
 
