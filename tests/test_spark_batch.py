@@ -47,6 +47,7 @@ def test_a_batch_read_returns_the_retained_events_in_id_range_tasks(
     assert [r["id"] for r in rows] == ids
     assert bytes(rows[5]["data"]) == b"e5" and rows[5]["channel"] == IN
     assert not any(r["redelivered"] for r in rows)
+    assert round(rows[5]["timestamp"].timestamp() * 1000) == int(ids[5].split("-")[0])
     part = reader.option("startId", ids[10]).option("endId", ids[2500]).load()
     assert [r["id"] for r in part.collect()] == ids[10:2501]
 

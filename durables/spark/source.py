@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
 
+from pyarrow import RecordBatch
 from pyspark.sql.datasource import (
     DataSourceReader,
     DataSourceStreamReader,
@@ -37,6 +38,7 @@ from ..selector import compile_filter
 from . import store
 from .options import Connection, ReadOptions
 from .ranges import FIRST_ID, IdRange, after, is_after, split, tasks_for
+from .schema import arrow_batch
 
 PLAN_SLICE = 10_000
 """Events handed out per plan script call when Spark asks for everything available: keeps
@@ -61,19 +63,22 @@ class RangePartition(InputPartition):
         """Events up to this id had been handed out by the durable before: `redelivered`."""
 
 
-def read_partition(partition: InputPartition) -> Iterator[store.Row]:
-    """The rows of one task; runs on an executor."""
+def read_partition(partition: InputPartition) -> Iterator[RecordBatch]:
+    """The rows of one task as Arrow batches (Spark converts no row in Python); runs on an
+    executor."""
     if not isinstance(partition, RangePartition):
         return
     part = partition
     with part.connection.connect() as client:
-        yield from store.read_range(
+        chunks = store.read_range(
             client,
             part.connection.channel,
             part.span,
             compile_filter(part.filter),
             part.handed_out_before,
         )
+        for rows in chunks:
+            yield arrow_batch(rows)
 
 
 class BatchReader(DataSourceReader):
@@ -96,7 +101,7 @@ class BatchReader(DataSourceReader):
     def partitions(self) -> list[InputPartition]:
         return [RangePartition(self.connection, span, self.filter) for span in self.spans]
 
-    def read(self, partition: InputPartition) -> Iterator[store.Row]:
+    def read(self, partition: InputPartition) -> Iterator[RecordBatch]:
         return read_partition(partition)
 
 
@@ -203,7 +208,7 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             for span in split(after(first), last, tasks)
         ]
 
-    def read(self, partition: InputPartition) -> Iterator[store.Row]:
+    def read(self, partition: InputPartition) -> Iterator[RecordBatch]:
         return read_partition(partition)
 
     def commit(self, end: dict[str, str]) -> None:

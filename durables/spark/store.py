@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from redis.exceptions import ResponseError
@@ -40,9 +39,9 @@ STAGE_CHUNK = 1000
 STAGE_TTL_MS = 24 * 3600 * 1000
 """Staged rows of a batch whose commit never came (a task retried, a query dropped) vanish
 after a day."""
-Row = tuple[str, str, str | None, bytes, dict[str, str], datetime, bool]
-"""One row of the source's schema: id, channel, key, data, properties, timestamp,
-redelivered."""
+Row = tuple[str, str, str | None, bytes, dict[str, str], int, bool]
+"""One row of the source's schema: id, channel, key, data, properties, timestamp (in
+milliseconds since the epoch, from the id), redelivered."""
 
 
 class SinkCommitError(DurablesError):
@@ -127,8 +126,8 @@ def read_range(
     span: IdRange,
     selector: Selector | None,
     handed_out_before: str | None,
-) -> Iterator[Row]:
-    """The rows of the events in `span` that match `selector`, in id order, a chunk per
+) -> Iterator[list[Row]]:
+    """The rows of the events in `span` that match `selector`, in id order, one list per
     round trip. Tombstones of keyed channels are not events to a Spark reader."""
     stream = client.keys(channel).stream
     low = span.first
@@ -136,13 +135,16 @@ def read_range(
     while True:
         with server_errors(f"reading channel {channel!r}"):
             entries: Any = client.redis.xrange(stream, low, span.last, count=READ_CHUNK)
+        rows = []
         for entry in entries:
             event = event_from_entry(channel, entry)
             if event is None or event.destroyed:
                 continue
             if selector is not None and not selector.matches(event.key, event.properties):
                 continue
-            yield _row(event, before is not None and _key(event.id) <= before)
+            rows.append(_row(event, before))
+        if rows:
+            yield rows
         if len(entries) < READ_CHUNK:
             return
         low = "(" + text(entries[-1][0])
@@ -153,13 +155,14 @@ def _key(event_id: str) -> tuple[int, int]:
     return int(ms), int(seq or 0)
 
 
-def _row(event: Event, redelivered: bool) -> Row:
+def _row(event: Event, handed_out_before: tuple[int, int] | None) -> Row:
     properties = {
         name: value if isinstance(value, str) else _scalar(value)
         for name, value in event.properties.items()
     }
-    stamp = datetime.fromtimestamp(_key(event.id)[0] / 1000, tz=UTC)
-    return (event.id, event.channel, event.key, event.data, properties, stamp, redelivered)
+    key = _key(event.id)
+    redelivered = handed_out_before is not None and key <= handed_out_before
+    return (event.id, event.channel, event.key, event.data, properties, key[0], redelivered)
 
 
 def _scalar(value: object) -> str:
