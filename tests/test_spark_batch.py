@@ -12,7 +12,8 @@ import pytest
 
 import durables
 
-from .spark_support import DURABLE, IN, OUT, published, run_to_end
+from .children import once_free
+from .spark_support import DURABLE, IN, OUT, published, run_to_end, source
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -79,3 +80,37 @@ def test_a_stream_over_a_shared_durable_keeps_its_filter(
     assert [e.text for e in published(client, OUT)] == [f"E{i}" for i in range(300) if i % 3]
     assert durable.depth() == 0
     assert channel.get_durable(DURABLE).kind == "shared"
+
+
+@pytest.mark.slow
+def test_a_stream_holds_an_exclusive_durable_while_it_runs_and_lets_go_after(
+    spark: SparkSession, server_url: str, namespace: str, client: durables.Client, tmp_path: Path
+) -> None:
+    client.channel(IN).publish_many([durables.Message(f"e{i}") for i in range(100)])
+    client.channel(OUT)
+    run_to_end(spark, server_url, namespace, str(tmp_path / "ck"))
+    durable = client.channel(IN).get_durable(DURABLE)
+    with pytest.raises(durables.DurableInUseError, match="spark"):
+        durable.consumer("while-spark-holds")  # right after the query, its lease holds
+    lease_s = durables.Settings().lease_timeout_s  # the query's client: default settings
+    consumer = once_free(lambda: durable.consumer("after-spark"), durables.DurableInUseError,
+                         timeout=lease_s + 10)  # fmt: skip
+    with consumer:  # the last batch, which Spark had not committed yet, comes again
+        assert 0 < len(consumer.fetch(timeout=1.0)) <= 100
+
+
+@pytest.mark.slow
+def test_a_stream_refuses_a_shared_durable_that_has_consumers_attached(
+    spark: SparkSession, server_url: str, namespace: str, client: durables.Client, tmp_path: Path
+) -> None:
+    channel = client.channel(IN)
+    channel.publish(b"x")
+    durable = channel.durable(DURABLE, kind="shared")
+    with durable.consumer("busy", prefetch=10):
+        query = source(spark, server_url, namespace).writeStream.format("noop")
+        started = query.option("checkpointLocation", str(tmp_path / "ck")).start()
+        with pytest.raises(Exception, match="DurableInUseError") as failed:
+            started.awaitTermination(60)
+        error = str(failed.value)
+    assert "already held by consumer busy" in error
+    assert "redis/" not in error  # the durables error alone, not redis-py's frames

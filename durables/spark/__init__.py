@@ -14,8 +14,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from .datasource import DurablesDataSource
+from .errors import SinkCommitError
 from .schema import SOURCE_SCHEMA
-from .store import SinkCommitError
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -2,10 +2,6 @@
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Callable
-from typing import ParamSpec, TypeVar
-
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceReader,
@@ -15,28 +11,11 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from ..errors import DurablesError
+from .errors import plain_errors
 from .options import read_options, write_options
 from .schema import SOURCE_SCHEMA
 from .sink import BatchWriter, StreamWriter
 from .source import BatchReader, StreamReader
-
-P = ParamSpec("P")
-T = TypeVar("T")
-
-
-def plain_errors(make: Callable[P, T]) -> Callable[P, T]:
-    """Spark shows a failing data source's whole Python traceback; a durables error is
-    raised afresh, so the user reads its message, not the redis-py frames under it."""
-
-    @functools.wraps(make)
-    def wrapper(*args: P.args, **kwargs: P.kwargs) -> T:
-        try:
-            return make(*args, **kwargs)
-        except DurablesError as exc:
-            raise exc.with_traceback(None) from None
-
-    return wrapper
 
 
 class DurablesDataSource(DataSource):

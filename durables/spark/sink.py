@@ -22,6 +22,7 @@ from pyspark.sql.types import Row, StructType
 
 from ..events import Encoded, encode_event
 from . import store
+from .errors import plain_errors
 from .options import Connection, WriteOptions
 from .schema import SinkColumns, sink_columns
 
@@ -85,6 +86,7 @@ class StreamWriter(_Writer, DataSourceStreamWriter):
     def write(self, iterator: Iterator[Row]) -> Staged:
         return self.stage(iterator)
 
+    @plain_errors
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         self.publish(messages, self.sink_id or "", batchId)
 
@@ -98,6 +100,7 @@ class BatchWriter(_Writer, DataSourceWriter):
     def write(self, iterator: Iterator[Row]) -> Staged:
         return self.stage(iterator)
 
+    @plain_errors
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         self.publish(messages, "", 0)
 

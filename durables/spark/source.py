@@ -36,6 +36,7 @@ from ..durable import Durable
 from ..errors import ConfigError, DurableNotFound
 from ..selector import compile_filter
 from . import store
+from .errors import plain_errors
 from .options import Connection, ReadOptions
 from .ranges import FIRST_ID, IdRange, after, is_after, split, tasks_for
 from .schema import arrow_batch
@@ -160,6 +161,7 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             self._live = (client, durable, store.SparkScripts(client))
         return self._live
 
+    @plain_errors
     def initialOffset(self) -> dict[str, str]:
         """A new query starts before the first event the durable has not had acknowledged."""
         _, durable, _ = self._connected()
@@ -169,11 +171,13 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         most = self.options.max_events_per_trigger
         return ReadAllAvailable() if most is None else ReadMaxRows(most)
 
+    @plain_errors
     def prepareForTriggerAvailableNow(self) -> None:
         """`trigger(availableNow=True)`: read up to the channel's last event of now."""
         client, _, _ = self._connected()
         self._bound = client.get_channel(self.connection.channel).info().last_id or FIRST_ID
 
+    @plain_errors
     def latestOffset(self, start: dict[str, str], limit: ReadLimit) -> dict[str, str]:
         """Plan the next batch after `start`: the durable hands its events to Spark."""
         _, durable, scripts = self._connected()
@@ -182,6 +186,8 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             plan = store.plan_batch(scripts, durable, first, limit.max_rows, self._bound)
         else:
             plan = self._plan_all(scripts, durable, first)
+        if durable.kind == "exclusive":  # the plan took the lease: keep it while we live
+            durable.client.heartbeat.add(store.lease_of(durable))
         if plan.events:
             self._planned[plan.end] = plan
         return {"id": plan.end}
@@ -194,6 +200,7 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             total += plan.events
         return store.Plan(plan.end, total, before)
 
+    @plain_errors
     def partitions(self, start: dict[str, str], end: dict[str, str]) -> list[InputPartition]:
         first, last = start["id"], end["id"]
         if not is_after(last, first):
@@ -211,6 +218,7 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def read(self, partition: InputPartition) -> Iterator[RecordBatch]:
         return read_partition(partition)
 
+    @plain_errors
     def commit(self, end: dict[str, str]) -> None:
         """Spark committed every batch up to `end`: acknowledge them on the durable."""
         _, durable, scripts = self._connected()
@@ -219,7 +227,8 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             del self._planned[planned]
 
     def stop(self) -> None:
-        """The query ended: other consumers may take an exclusive durable again."""
+        """The query ended: other consumers may take an exclusive durable again. (Spark 4.3
+        may end the reader's process without calling this; then the lease lapses.)"""
         if self._live is not None:
             client, durable, _ = self._live
             self._live = None

@@ -13,8 +13,10 @@ from redis.exceptions import ResponseError
 
 from ..errors import DurablesError
 from ..events import Encoded, event_from_entry
+from ..leases import Lease
 from ..replies import error_word, server_errors, text
 from ..scripts import source
+from .errors import SinkCommitError
 
 if TYPE_CHECKING:
     from redis.commands.core import Script
@@ -29,9 +31,6 @@ TOKEN = "spark"
 """The Spark reader's consumer name in a durable's group, and its lease value on an
 exclusive durable. The same in every run, so a query restarted after a crash takes the
 durable back at once instead of waiting for its old lease to lapse."""
-LEASE_MS = 60_000
-"""How long the Spark reader keeps an exclusive durable from other consumers after its
-last plan. Renewed at every trigger."""
 READ_CHUNK = 1000
 """Events per XRANGE round trip of a read task."""
 STAGE_CHUNK = 1000
@@ -42,10 +41,6 @@ after a day."""
 Row = tuple[str, str, str | None, bytes, dict[str, str], int, bool]
 """One row of the source's schema: id, channel, key, data, properties, timestamp (in
 milliseconds since the epoch, from the id), redelivered."""
-
-
-class SinkCommitError(DurablesError):
-    """A Spark batch could not be committed to its channel (its staged rows were lost)."""
 
 
 class SparkScripts:
@@ -71,9 +66,10 @@ class Plan:
 def plan_batch(
     scripts: SparkScripts, durable: Durable, start: str, most: int, bound: str | None
 ) -> Plan:
-    """Hand the next `most` events after `start` (not past `bound`) to the Spark reader."""
+    """Hand the next `most` events after `start` (not past `bound`) to the Spark reader;
+    on an exclusive durable, take (or keep) its lease first."""
     k = durable.channel.keys
-    lease = "" if durable.kind != "exclusive" else str(LEASE_MS)
+    lease = "" if durable.kind != "exclusive" else str(durable.client.lease_ms)
     with server_errors(f"durable {durable.name!r} on {durable.channel.name!r}"):
         end, count, before = scripts.plan(
             keys=[k.stream, k.durables, k.lease(durable.name), k.alive(durable.name)],
@@ -109,6 +105,17 @@ def ack_upto(scripts: SparkScripts, durable: Durable, end: str) -> int:
         )
     client.maybe_housekeep(durable.channel.name)
     return int(acked)
+
+
+def lease_of(durable: Durable) -> Lease:
+    """The Spark reader's lease on an exclusive durable, for the client's heartbeat: kept
+    while the reader's process lives, lapsing a lease time after it dies."""
+    client, key = durable.client, durable.channel.keys.lease(durable.name)
+
+    def renew() -> bool:
+        return bool(client.scripts.renew_lease(keys=[key], args=[TOKEN, client.lease_ms]))
+
+    return Lease(TOKEN, renew, lambda: None)  # lost: the next plan takes it again, or fails
 
 
 def release(durable: Durable) -> None:
