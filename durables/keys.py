@@ -29,6 +29,9 @@ in one slot and every Lua script runs unchanged on Redis Cluster:
     <ns>:{<ch>}:overflowed            hash: 'closed:<id>' / 'dropped:<id>' -> what overflow did
     <ns>:{<ch>}:mids                  hash: producer message id -> the event id it got
     <ns>:{<ch>}:midtimes              zset: producer message id -> when (server ms), for expiry
+    <ns>:{<ch>}:sinks                 hash: Spark sink id -> last batch id committed to the channel
+    <ns>:{<ch>}:stage:<token>         list: events a Spark task staged for the channel, until
+                                      the driver commits its batch (expires if it never does)
 
 A session with an interest in a channel reads it through the consumer group
 `~session:<id>` on the channel's stream ('~' cannot start a durable's name).
@@ -166,6 +169,13 @@ class ChannelKeys:
 
     def dead(self, durable: str) -> str:
         return f"{self.prefix}:dead:{durable}"
+
+    @property
+    def sinks(self) -> str:
+        return f"{self.prefix}:sinks"
+
+    def stage(self, token: str) -> str:
+        return f"{self.prefix}:stage:{token}"
 
     def per_durable(self, durable: str) -> list[str]:
         """Every key that belongs to one durable, beside its consumer group."""

@@ -37,6 +37,9 @@ NAMES = (
     "nack",
     "nack_expired",
     "session_queue",
+    "spark_plan",
+    "spark_ack",
+    "spark_commit",
 )
 
 

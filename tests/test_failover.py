@@ -5,6 +5,7 @@ the test prints the unavailable seconds of each failover."""
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 from collections import Counter
@@ -46,7 +47,7 @@ class Producer:
     def gap_after(self, moment: float, window_s: float = 30.0) -> float:
         """The longest time without a confirmed publish in the window after `moment`."""
         times = [t for t in self.times if moment - 1 <= t <= moment + window_s]
-        return max((b - a for a, b in zip(times, times[1:], strict=False)), default=window_s)
+        return max((b - a for a, b in itertools.pairwise(times)), default=window_s)
 
     def run(self) -> None:
         i = 0

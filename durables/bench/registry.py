@@ -19,6 +19,7 @@ from .publish import PublishBatch, PublishSingle
 from .replay import SessionReplay
 from .scenario import Scenario
 from .sessions import ReconnectFirstEvent, SessionFanout
+from .spark import SparkThroughput
 
 SCENARIOS: list[Scenario] = [
     PublishSingle(),
@@ -36,6 +37,7 @@ SCENARIOS: list[Scenario] = [
     SessionReplay(),
     SessionFanout(),
     ReconnectFirstEvent(),
+    SparkThroughput(),
 ]
 
 

@@ -1,0 +1,24 @@
+-- Acknowledge a durable up to an id, whichever of its consumers holds the events: Spark
+-- has committed every batch up to it. Their redelivery bookkeeping goes with them.
+-- KEYS[1]  the channel's stream
+-- KEYS[2]  the durable's redelivery counts
+-- KEYS[3]  the durable's keep set
+-- ARGV[1]  durable name (the group)
+-- ARGV[2]  the id up to which (inclusive) to acknowledge
+-- Returns  how many events were acknowledged.
+-- Errors   NOGROUP.
+local stream, group, acked = KEYS[1], ARGV[1], 0
+repeat
+  local pending = redis.call('XPENDING', stream, group, '-', ARGV[2], 1000)
+  if #pending == 0 then
+    break
+  end
+  local ids = {}
+  for i, entry in ipairs(pending) do
+    ids[i] = entry[1]
+  end
+  acked = acked + redis.call('XACK', stream, group, unpack(ids))
+  redis.call('HDEL', KEYS[2], unpack(ids))
+  redis.call('SREM', KEYS[3], unpack(ids))
+until #pending < 1000
+return acked
