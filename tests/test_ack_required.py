@@ -12,6 +12,7 @@ import pytest
 import durables
 
 from .conftest import FAST
+from .helpers import wait_for
 from .servers import RedisProcess
 
 
@@ -29,15 +30,6 @@ class Keeper:
     def ids(self) -> list[str]:
         with self.lock:
             return [e.id for e in self.events]
-
-
-def wait_for(predicate: object, timeout: float = 10.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():  # type: ignore[operator]
-            return True
-        time.sleep(0.05)
-    return False
 
 
 def live_session(

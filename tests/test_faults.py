@@ -8,7 +8,7 @@ from __future__ import annotations
 import random
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import pytest
@@ -17,6 +17,7 @@ import durables
 
 from .conftest import FAST
 from .faultproxy import FaultProxy
+from .helpers import wait_for
 from .servers import RedisProcess
 
 pytestmark = pytest.mark.slow
@@ -63,15 +64,6 @@ class Tally:
             "unflagged_duplicates": unflagged,
             "reordered": reordered,
         }
-
-
-def wait_for(predicate: Callable[[], bool], timeout: float = 20.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.05)
-    return False
 
 
 @pytest.fixture

@@ -12,6 +12,7 @@ import pytest
 import durables
 
 from .conftest import FAST
+from .helpers import wait_for
 from .servers import RedisProcess
 
 pytestmark = pytest.mark.slow
@@ -56,15 +57,6 @@ class Listener:
 
     def on_event(self, event: durables.Event) -> None:
         self.seen.add(event)
-
-
-def wait_for(predicate: object, timeout: float = 20.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():  # type: ignore[operator]
-            return True
-        time.sleep(0.05)
-    return False
 
 
 def test_consumers_subscriptions_and_sessions_ride_through_a_server_restart(
