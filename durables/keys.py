@@ -177,6 +177,14 @@ class ChannelKeys:
     def stage(self, token: str) -> str:
         return f"{self.prefix}:stage:{token}"
 
+    @property
+    def channel_level(self) -> list[str]:
+        """Every key of the channel beside its stream, meta and durables hash (which
+        `delete_channel.lua` takes first): all go when the channel is deleted."""
+        return [self.last_values, self.last_ids, self.nacks, self.session_trips,
+                self.session_limits, self.overflowed, self.message_ids, self.message_times,
+                self.sinks]  # fmt: skip
+
     def per_durable(self, durable: str) -> list[str]:
         """Every key that belongs to one durable, beside its consumer group."""
         return [

@@ -69,3 +69,16 @@ def test_bad_producer_options_are_refused_and_nothing_is_stored(
     with pytest.raises(durables.DurablesError):
         channel.publish("x", **kwargs)  # type: ignore[arg-type]
     assert channel.info().length == 0
+
+
+def test_deleting_a_channel_leaves_none_of_its_keys(client: durables.Client) -> None:
+    ch = client.channel("orders")
+    ch.publish("x", message_id="m1", ack_required=True, ack_timeout=0.1)
+    s = client.session("phone", timeout=30, max_depth=5)
+    s.register_interest("orders")
+    s.close(keepalive=True)
+    time.sleep(0.2)
+    client.housekeep()  # records a nack
+    assert ch.nacks()
+    assert ch.delete()
+    assert client.redis.keys(f"{client.namespace}:{{orders}}:*") == []

@@ -2,7 +2,8 @@
 -- KEYS[1]  the channel's stream
 -- KEYS[2]  the channel's meta hash
 -- KEYS[3]  the channel's durables hash
--- KEYS[4..] the channel's other keys (last values, last ids), and the own keys of every
+-- KEYS[4..] the channel's other keys (last values and ids, nacks, session limits, producer
+--          message ids, Spark sink records), and the own keys of every
 --          durable named in ARGV: all deleted
 -- ARGV[1..] the channel's durable names, as the caller listed them
 -- Returns  1 deleted, 0 no such channel, -1 the durables changed meanwhile (list again and retry).

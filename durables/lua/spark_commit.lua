@@ -7,20 +7,24 @@
 -- KEYS[3]  the channel's last-value hash (keyed channels)
 -- KEYS[4]  the channel's last-id hash (keyed channels)
 -- KEYS[5]  the channel's Spark sink record (hash: sink id -> last committed batch id)
--- KEYS[6..] staging lists, in partition order: data, key ('' = none), properties
+-- KEYS[6]  the channel's session trip points   } session queue limits, checked as a
+-- KEYS[7]  the channel's session queue limits  } publish checks them
+-- KEYS[8]  the channel's overflowed sessions   } (lib/queue_limits.lua)
+-- KEYS[9..] staging lists, in partition order: data, key ('' = none), properties
 --          ('' = none) for each event
 -- ARGV[1]  sink id ('' = a batch write: nothing to record or check)
 -- ARGV[2]  batch id
 -- ARGV[3]  how many events the tasks staged in all
 -- Returns  {1 appended or 0 skipped, events appended, the sink's last batch id}.
 -- Errors   NOCHANNEL, FULL <capacity>, STAGELOST (a staging list expired or vanished).
+--@include queue_limits
 local meta = redis.call('HMGET', KEYS[2], 'created_ms', 'capacity', 'full', 'keyed')
 if not meta[1] then
   return redis.error_reply('NOCHANNEL the channel does not exist')
 end
 local stream, sink, batch = KEYS[1], ARGV[1], tonumber(ARGV[2])
 local stages = {}
-for i = 6, #KEYS do
+for i = 9, #KEYS do
   stages[#stages + 1] = KEYS[i]
 end
 local function drop_stages()
@@ -79,4 +83,7 @@ end
 if sink ~= '' then
   redis.call('HSET', KEYS[5], sink, batch)
 end
+local published = redis.call('HINCRBY', KEYS[2], 'published', n)
+check_trips({stream = stream, meta = KEYS[2], trips = KEYS[6], limits = KEYS[7],
+  overflowed = KEYS[8]}, published)
 return {1, n, batch}

@@ -44,7 +44,7 @@ def reap(k: keys.ChannelKeys, durable: str) -> Op[Any]:
 
 def delete_channel(k: keys.ChannelKeys, durables: Sequence[str]) -> Op[int]:
     """1 deleted, 0 it did not exist, -1 its durables changed since they were listed."""
-    script_keys = [k.stream, k.meta, k.durables, k.last_values, k.last_ids]
+    script_keys = [k.stream, k.meta, k.durables, *k.channel_level]
     for name in durables:
         script_keys += k.per_durable(name)
     return script("delete_channel", script_keys, durables, parse=as_int,

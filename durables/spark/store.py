@@ -203,7 +203,8 @@ def commit_batch(
 ) -> Commit:
     """Append the staged events of `tokens` (in order) unless `sink_id` has `batch_id`."""
     k = client.keys(channel)
-    script_keys = [k.stream, k.meta, k.last_values, k.last_ids, k.sinks]
+    script_keys = [k.stream, k.meta, k.last_values, k.last_ids, k.sinks, k.session_trips,
+                   k.session_limits, k.overflowed]  # fmt: skip
     script_keys += [k.stage(t) for t in tokens]
     context = f"committing batch {batch_id} to channel {channel!r}"
     try:
