@@ -10,6 +10,7 @@ import pytest
 import durables
 
 from .conftest import FAST
+from .helpers import wait_for
 
 
 def test_the_same_message_id_is_stored_once_and_its_first_id_returned(
@@ -71,14 +72,25 @@ def test_bad_producer_options_are_refused_and_nothing_is_stored(
     assert channel.info().length == 0
 
 
+class Keep:
+    def __init__(self) -> None:
+        self.got: list[durables.Event] = []
+
+    def on_event(self, event: durables.Event) -> None:
+        self.got.append(event)
+
+
 def test_deleting_a_channel_leaves_none_of_its_keys(client: durables.Client) -> None:
     ch = client.channel("orders")
-    ch.publish("x", message_id="m1", ack_required=True, ack_timeout=0.1)
-    s = client.session("phone", timeout=30, max_depth=5)
+    s = client.session("phone", timeout=30, max_depth=5, auto_ack=False)
     s.register_interest("orders")
-    s.close(keepalive=True)
+    s.add_listener("orders", keep := Keep())
+    s.ready_for_events()
+    ch.publish("x", message_id="m1", ack_required=True, ack_timeout=0.1)
+    assert wait_for(lambda: keep.got, 10)
     time.sleep(0.2)
-    client.housekeep()  # records a nack
+    client.housekeep()  # records a nack for the event nobody acknowledged
     assert ch.nacks()
+    s.close(keepalive=True)
     assert ch.delete()
     assert client.redis.keys(f"{client.namespace}:{{orders}}:*") == []
