@@ -8,7 +8,9 @@ from typing import TYPE_CHECKING, cast
 
 import click
 
-from . import output
+import durables
+
+from . import output, progress
 from .context import State, json_option, pass_state, yes_option
 
 if TYPE_CHECKING:
@@ -19,6 +21,11 @@ PropertyValue = str | int | float | bool
 _INT = re.compile(r"-?(0|[1-9]\d*)")
 _FLOAT = re.compile(r"-?(\d+\.\d*|\.\d+|\d+(?=[eE]))([eE][-+]?\d+)?")
 _QUOTED = re.compile(r"""(["'])(.*)\1""", re.DOTALL)
+_ID_MS = re.compile(r"(\d{1,20})(?:-\d{1,20})?")
+
+PURGE_SLICE = 5_000
+"""On a terminal, a channel longer than this is purged in about this many events at a
+time, so the bar moves (and the server is not held by one long purge)."""
 
 
 def property_value(text: str) -> PropertyValue:
@@ -148,8 +155,39 @@ def purge(state: State, channel_name: str, up_to: str | None, yes: bool) -> None
         yes,
         "nothing purged",
     )
-    removed = target.purge(up_to=up_to)
+    info = target.info()
+    if progress.on_terminal() and info.length > PURGE_SLICE:
+        removed = _purge_in_slices(target, info, up_to)
+    else:
+        removed = target.purge(up_to=up_to)
     output.say(f"purged {removed} events from channel {channel_name!r}")
+
+
+def _purge_in_slices(
+    target: durables.Channel, info: durables.ChannelInfo, up_to: str | None
+) -> int:
+    """Purge up to `up_to` (None: everything) in steps over the ids' time span, with a bar;
+    the last step is the purge asked for, so the outcome is that of one purge."""
+    first = _ms(info.first_id)
+    last = _ms(up_to if up_to is not None else info.last_id)
+    removed = 0
+    with progress.bar(f"purging {info.name}", info.length if up_to is None else None) as advance:
+        if first is not None and last is not None:
+            steps = -(-info.length // PURGE_SLICE)
+            for step in range(1, steps):
+                cut = first + (last - first) * step // steps
+                done = target.purge(up_to=f"{cut}-0")
+                removed += done
+                advance(done)
+        done = target.purge(up_to=up_to)
+        advance(done)
+    return removed + done
+
+
+def _ms(event_id: str | None) -> int | None:
+    """The milliseconds part of an event id; None if it is not one (the library says why)."""
+    match = _ID_MS.fullmatch(event_id) if event_id is not None else None
+    return int(match.group(1)) if match else None
 
 
 @click.command("delete")

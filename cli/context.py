@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import logging
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import TypeVar
 
 import click
@@ -20,19 +22,39 @@ class State:
         self.namespace = namespace
         self._client: durables.Client | None = None
 
-    def client(self) -> durables.Client:
-        """The client for `--url` and `--namespace` (no URL: the embedded server)."""
+    def client(self, **settings: object) -> durables.Client:
+        """The client for `--url` and `--namespace` (no URL: the embedded server).
+
+        `settings` (such as `reconnect_timeout_s`) apply when this call connects.
+        """
         if self._client is None:
-            if self.namespace is None:
-                self._client = durables.connect(self.url)
-            else:
-                self._client = durables.connect(self.url, namespace=self.namespace)
+            if self.namespace is not None:
+                settings["namespace"] = self.namespace
+            with _quiet(CONNECTION_LOGGER):
+                self._client = durables.connect(self.url, **settings)
         return self._client
 
     def close(self) -> None:
         if self._client is not None:
             self._client.close()
             self._client = None
+
+
+CONNECTION_LOGGER = "durables.executor"
+"""Logs the connection's state changes; a failed first connect is reported once, as the
+command's `error: ...` line, not also as a warning before it."""
+
+
+@contextmanager
+def _quiet(name: str) -> Iterator[None]:
+    """Only errors from logger `name` meanwhile."""
+    logger = logging.getLogger(name)
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
 
 
 pass_state = click.make_pass_decorator(State)

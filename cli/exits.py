@@ -28,6 +28,8 @@ SERVER = 9
 """The embedded server could not be started or stopped, or the server is too old."""
 ABORTED = 10
 """A destructive command was not confirmed; nothing was changed."""
+CANNOT_LISTEN = 11
+"""`metrics --serve` could not listen on the address and port given."""
 
 # First match wins, so subclasses come before the classes they refine.
 _BY_ERROR: tuple[tuple[type[durables.DurablesError], int], ...] = (

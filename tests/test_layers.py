@@ -34,7 +34,7 @@ LAYERS: dict[str, int] = {
     # 6: the front door
     "client": 6, "": 6,
     # 7: programs built on the public API
-    "demo": 7, "bench": 7, "spark": 7,
+    "demo": 7, "bench": 7, "spark": 7, "metrics": 7,
 }  # fmt: skip
 
 

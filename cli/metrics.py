@@ -1,0 +1,72 @@
+"""`durables metrics`: the namespace in the Prometheus text format, printed or served."""
+
+from __future__ import annotations
+
+import signal
+import threading
+from types import FrameType
+
+import click
+from prometheus_client import start_http_server
+
+import durables
+from durables.metrics import exposition, registry
+
+from . import exits, output
+from .context import State, pass_state
+
+RECONNECT_TIMEOUT_S = 2.0
+"""How long a scrape waits out a lost connection before reporting `durables_up 0`
+(Prometheus gives a scrape 10 s by default)."""
+
+
+@click.command("metrics")
+@click.option(
+    "--serve",
+    "port",
+    type=click.IntRange(0, 65535),
+    metavar="PORT",
+    help="Serve the metrics over HTTP on PORT (at /metrics) until interrupted.",
+)
+@click.option("--host", default="127.0.0.1", show_default=True,
+              help="Address to listen on with --serve.")  # fmt: skip
+@pass_state
+def metrics(state: State, port: int | None, host: str) -> None:
+    """Channel lengths, durable depths and sessions as Prometheus metrics.
+
+    Prints them once, or with --serve PORT serves them to Prometheus: each scrape reads
+    the server afresh, and durables_up is 0 while the server cannot be read.
+    """
+    if port is None and host != "127.0.0.1":
+        raise click.UsageError("--host applies only with --serve")
+    client = state.client(reconnect_timeout_s=RECONNECT_TIMEOUT_S)
+    if port is None:
+        click.echo(exposition(client), nl=False)
+        return
+    serve(client, host, port)
+
+
+def serve(client: durables.Client, host: str, port: int) -> None:
+    """Serve `client`'s metrics on host:port until Ctrl-C or SIGTERM."""
+    try:
+        server, thread = start_http_server(port, addr=host, registry=registry(client))
+    except OSError as exc:
+        output.fail(f"cannot listen on {host}:{port}: {exc.strerror or exc}", exits.CANNOT_LISTEN)
+    where = f"[{host}]" if ":" in host else host
+    output.say(f"serving metrics on http://{where}:{server.server_port}/metrics (Ctrl-C stops)")
+    stop = threading.Event()
+
+    def on_term(signum: int, frame: FrameType | None) -> None:
+        stop.set()
+
+    previous = signal.signal(signal.SIGTERM, on_term)
+    try:
+        while not stop.wait(0.5):
+            pass
+    except KeyboardInterrupt:
+        pass  # Ctrl-C is how serving ends
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        server.shutdown()
+        server.server_close()
+        thread.join()
