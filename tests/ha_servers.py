@@ -131,6 +131,14 @@ def _role(process: RedisProcess) -> str:
     return str(_info(process, "replication")["role"])
 
 
+def is_running(process: RedisProcess) -> bool:
+    """Whether `process` was started and not stopped or killed since."""
+    try:
+        return process.pid > 0  # `pid` raises RuntimeError when not running
+    except RuntimeError:
+        return False
+
+
 def _safe_role(process: RedisProcess) -> str | None:
     try:
         return _role(process)
@@ -206,7 +214,7 @@ class SentinelSet:
     def stop(self) -> None:
         """Stop sentinels first (no failover while stopping), then replicas, then primaries."""
         ordered = list(self.sentinels)
-        data = [p for p in self.data_nodes if p._process is not None]
+        data = [p for p in self.data_nodes if is_running(p)]
         masters = [p for p in data if _safe_role(p) == "master"]
         ordered += [p for p in data if p not in masters] + masters
         ordered += [p for p in self.data_nodes if p not in ordered]
@@ -245,7 +253,7 @@ class SentinelSet:
     def replicas(self) -> list[RedisProcess]:
         """Running data nodes other than the current primary."""
         primary = self.primary()
-        return [p for p in self.data_nodes if p is not primary and p._process is not None]
+        return [p for p in self.data_nodes if p is not primary and is_running(p)]
 
     # -- faults -----------------------------------------------------------------------
 
@@ -299,6 +307,8 @@ class SentinelSet:
             )
 
         _poll(f"port {process.port} rejoins as a replica", rejoined, timeout)
+        # ...and the primary lists it as online, so that WAIT counts it.
+        self.wait_replicas_in_sync(timeout)
         return process
 
     def wait_replicas_in_sync(self, timeout: float = SET_START_TIMEOUT_S) -> None:
@@ -310,7 +320,7 @@ class SentinelSet:
 
         def in_sync() -> bool:
             primary = primary_of()
-            running = [p for p in self.data_nodes if p is not primary and p._process is not None]
+            running = [p for p in self.data_nodes if p is not primary and is_running(p)]
             for replica in running:
                 info = _info(replica, "replication")
                 if info["role"] != "slave" or int(info["master_port"]) != primary.port:
@@ -393,7 +403,7 @@ class SentinelSet:
         """The primary port each answering sentinel names."""
         named: list[int] = []
         for sentinel in self.sentinels:
-            if sentinel._process is None:
+            if not is_running(sentinel):
                 continue
             with contextlib.suppress(redis.RedisError, OSError), sentinel.client() as client:
                 address = client.sentinel_get_master_addr_by_name(self.service)
@@ -529,7 +539,7 @@ class Cluster:
 
     def stop(self) -> None:
         """Stop replicas first, then primaries (nothing to fail over while stopping)."""
-        running = [p for p in self.nodes if p._process is not None]
+        running = [p for p in self.nodes if is_running(p)]
         masters = [p for p in running if _safe_role(p) == "master"]
         _stop_all([p for p in self.nodes if p not in masters] + masters)
 
@@ -555,7 +565,7 @@ class Cluster:
         return [(HOST, p.port) for p in self.nodes]
 
     def running(self) -> list[RedisProcess]:
-        return [p for p in self.nodes if p._process is not None]
+        return [p for p in self.nodes if is_running(p)]
 
     def slot_of(self, key: str | bytes) -> int:
         """CLUSTER KEYSLOT, asked of a running node."""
@@ -738,4 +748,5 @@ __all__ = [
     "SentinelSet",
     "cluster_nodes",
     "cluster_port",
+    "is_running",
 ]
