@@ -228,10 +228,14 @@ PAUSED_HOLDER = textwrap.dedent(
 
 
 def test_a_holder_paused_past_its_lease_reads_nothing_after_a_new_holder_took_over(
-    server: RedisProcess, namespace: str, channel: durables.Channel
+    server: RedisProcess, namespace: str
 ) -> None:
+    # The heir keeps a long lease, so a loaded machine cannot make it lapse meanwhile (the
+    # paused holder would then rightly take the durable back); the paused one has 1 s.
+    heirs = durables.connect(server.url, namespace=namespace, **{**FAST, "lease_timeout_s": 10})
+    channel = heirs.channel("orders")
     dur = channel.durable("audit")
-    with python_child(PAUSED_HOLDER, server.url, namespace) as proc:
+    with heirs, python_child(PAUSED_HOLDER, server.url, namespace) as proc:
         assert first_line(proc) == "attached"
         publish(channel, 2)
         assert [first_line(proc), first_line(proc)] == ["e1", "e2"]
@@ -239,10 +243,10 @@ def test_a_holder_paused_past_its_lease_reads_nothing_after_a_new_holder_took_ov
         heir = once_free(lambda: dur.consumer("heir"), DurableInUseError)
         publish(channel, 3, start=3)
         with heir:
-            got = fetch_all(heir, 3)
+            got = fetch_all(heir, 3, timeout=15)
             os.kill(proc.pid, signal.SIGCONT)
             publish(channel, 2, start=6)
-            got += fetch_all(heir, 2)
+            got += fetch_all(heir, 2, timeout=15)
             assert first_line(proc) == "lost: LeaseLostError"  # and not e3..e7
         # e1, e2 may not have been acknowledged before the pause: then they come first,
         # flagged; then everything after, in order; the paused holder read none of it
