@@ -50,6 +50,7 @@ SCENARIO_NAMES = [
     "session_replay",
     "sessions_0",
     "sessions_1000",
+    "sessions_1000_connected",
     "sessions_1000_10_at_limit",
     "reconnect_first_event",
     "spark_source",

@@ -2,7 +2,8 @@
 the channel, and the time from a dropped connection to the first event after it.
 
 - `sessions_*`: publishing in batches of 100 with no session, with 1,000 sessions (queue
-  limits set, away: nobody reads), and with 1,000 of which 10 sit at their limit
+  limits set) away, with the same 1,000 connected (open, their leases renewed by the
+  heartbeat meanwhile), and with 1,000 of which 10 sit at their limit
   (overflow='drop_oldest', so every batch checks those 10). The queue-limit check runs
   inside `publish.lua`; the goal is that sessions far from their limit cost nothing.
   raw: the same XADD pipelines with as many plain consumer groups (no limits to keep).
@@ -19,6 +20,7 @@ import time
 from collections.abc import Mapping
 
 import durables
+from durables import Channel, Message
 
 from .env import RAW_STREAM, Env, message, xadd_batches
 from .fanout import BATCH, COST_CEILING, Fanout, FanoutTo
@@ -35,33 +37,51 @@ RECONNECT_CEILING_MS = 500.0
 class PublishWithSessions(FanoutTo):
     """Publishing with `n` sessions interested in the channel, `near` of them at their limit."""
 
-    def __init__(self, n: int, near: int = 0) -> None:
+    def __init__(self, n: int, near: int = 0, *, connected: bool = False) -> None:
         super().__init__(max(n, 1))
-        self.n, self.near = n, near
-        self.name = f"sessions_{n}" + (f"_{near}_at_limit" if near else "")
-        self.title = f"publish (batches of {BATCH}), {n} sessions" + (
-            f", {near} at their limit" if near else ""
+        self.n, self.near, self.connected = n, near, connected
+        self.name = (
+            f"sessions_{n}"
+            + (f"_{near}_at_limit" if near else "")
+            + ("_connected" if connected else "")
+        )
+        self.title = (
+            f"publish (batches of {BATCH}), {n} sessions"
+            + (f", {near} at their limit" if near else "")
+            + (" connected (their leases renewed meanwhile)" if connected else "")
         )
 
     def durables(self, env: Env) -> Rate:
         batch = [message() for _ in range(BATCH)]
         with env.durables(lease_timeout_s=1.0) as client:
             channel = client.channel("sessions")
+            live = []
             for i in range(env.size(self.n, min(self.n, 20))):  # a few with --quick
                 small = i < self.near
-                with client.session(
+                s = client.session(
                     f"s{i}", timeout=3600, max_depth=50 if small else 1_000_000,
                     overflow="drop_oldest",
-                ) as s:  # fmt: skip
-                    s.register_interest("sessions")
-            channel.publish_many(batch[:1])
-            if self.near:
-                channel.publish_many(batch[:1] * 60)  # the near ones reach their limit
-            sizes = batches(self.count(env), BATCH)
-            meter = env.meter("durables")
-            for size in sizes:
-                channel.publish_many(batch[:size])
-            return meter.rate(sum(sizes))
+                )  # fmt: skip
+                s.register_interest("sessions")
+                if self.connected:
+                    live.append(s)
+                else:
+                    s.close(keepalive=True)
+            try:
+                return self._publish(env, channel, batch)
+            finally:
+                for s in live:
+                    s.close(keepalive=False)
+
+    def _publish(self, env: Env, channel: Channel, batch: list[Message]) -> Rate:
+        channel.publish_many(batch[:1])
+        if self.near:
+            channel.publish_many(batch[:1] * 60)  # the near ones reach their limit
+        sizes = batches(self.count(env), BATCH)
+        meter = env.meter("durables")
+        for size in sizes:
+            channel.publish_many(batch[:size])
+        return meter.rate(sum(sizes))
 
     def raw(self, env: Env) -> Rate:
         with env.redis() as r:
@@ -83,6 +103,7 @@ class SessionFanout(Fanout):
 
     def __init__(self) -> None:
         self.parts = [PublishWithSessions(0), PublishWithSessions(SESSIONS),
+                      PublishWithSessions(SESSIONS, connected=True),
                       PublishWithSessions(SESSIONS, NEAR)]  # fmt: skip
 
     def target(self, row: Row, rows: Mapping[str, Row]) -> Target | None:
