@@ -21,6 +21,7 @@ NAMES = (
     "renew_lease",
     "attach_exclusive",
     "ack_exclusive",
+    "read_exclusive",
     "release_exclusive",
     "trim",
     "attach_shared",

@@ -136,15 +136,25 @@ def cursor(**kw: Any) -> ExclusiveCursor:
 
 def test_exclusive_reads_its_history_first_then_new_events() -> None:
     c = cursor()
-    fence, read = c.read()
-    assert fence.script == "ack_exclusive" and fence.args == ("d", "tok", 1000, "")
-    assert read.args[-1] == "0"  # own pending events first
-    events, again = c.on_read([1, [entry("5-0", d="x")]])
+    read = c.read()
+    assert read.script == "read_exclusive" and read.args == ("d", "tok", 1000, "", 10, "0")
+    assert read.keys == (K.stream, K.lease("d"), K.redeliveries("d"), K.keep("d"))
+    assert read.parse([[entry("5-0", d="x")], b""]) == ([entry("5-0", d="x")], "")
+    events, again = c.on_read(([entry("5-0", d="x")], ""))
     assert [e.id for e in events] == ["5-0"] and not again
-    assert c.read()[1].args[-1] == "5-0"
-    events, again = c.on_read([1, []])
+    assert c.read().args[-1] == "5-0"
+    events, again = c.on_read(([], ""))
     assert events == [] and again  # history done: read new ones at once
-    assert c.read()[1].args[-1] == ">"
+    assert c.read().args[-1] == ">"
+
+
+def test_exclusive_waits_after_the_newest_entry_without_taking_any() -> None:
+    c = cursor()
+    c.cursor = ">"
+    assert c.on_read(([], "7-1")) == ([], False)
+    wait = c.wait(0.25)
+    assert wait.args == ("XREAD", "COUNT", 1, "BLOCK", 250, "STREAMS", K.stream, "7-1")
+    assert wait.parse(None) is False and wait.parse([[K.stream, [entry("8-0", d="x")]]])
 
 
 def test_exclusive_deferred_ack_rides_with_the_next_read_and_survives_a_failed_send() -> None:
@@ -152,12 +162,11 @@ def test_exclusive_deferred_ack_rides_with_the_next_read_and_survives_a_failed_s
     c.cursor = ">"
     events = c.events([entry("1-0", d="a"), entry("2-0", d="b")])
     assert c.commit(events, defer=True) is None
-    fence, _ = c.read()
-    assert fence.args[-1] == "2-0"
+    assert c.read().args[3] == "2-0"
     c.read_failed()
-    assert c.read()[0].args[-1] == "2-0"  # not lost: sent with the next try
-    c.on_read([1, []])
-    assert c.read()[0].args[-1] == ""
+    assert c.read().args[3] == "2-0"  # not lost: sent with the next try
+    c.on_read(([], ""))
+    assert c.read().args[3] == ""
 
 
 def test_exclusive_acks_never_pass_a_rolled_back_event() -> None:

@@ -2,9 +2,11 @@
 
 Every holder reads as a consumer of its own (its token), so a new holder claims its
 predecessors' pending events at attach and gets them first. Each read is one round
-trip: the lease check, its renewal and the deferred cumulative ack (`ack_exclusive.lua`),
-then a plain `XREADGROUP`. The reader asks this class what to send (`read()`), sends
-it, and hands back what came (`on_read`).
+trip and one atomic step on the server (`read_exclusive.lua`): the lease check, its
+renewal, the deferred cumulative ack and the `XREADGROUP`, so a holder paused past its
+lease reads nothing once another holder took over. Waiting for new events takes none
+(`XREAD BLOCK`); the fenced read follows the wake-up. The reader asks this class what to
+send (`read()`), sends it, and hands back what came (`on_read`).
 
 Redelivery counts are ours (the PEL's count also rises on history reads): on a
 fresh attach every pending event counts one more delivery, except those rolled
@@ -18,9 +20,13 @@ from typing import Any
 
 from .. import ids, keys
 from ..events import Event, event_from_entry
-from ..replies import entries_read
 from ..selector import Selector
 from .base import Op, as_bool, command, script
+
+
+def _read_reply(reply: Any) -> tuple[list[Any], str]:
+    entries, top = reply
+    return list(entries), top.decode() if isinstance(top, bytes) else str(top)
 
 
 def _counts(flat: Any) -> dict[str, int]:
@@ -45,6 +51,7 @@ class ExclusiveCursor:
         self.selectors = list(selectors)
         self.context = f"exclusive durable {durable!r} on {k.channel!r}"
         self._fence_keys = (k.stream, k.lease(durable), k.redeliveries(durable), k.keep(durable))
+        self.top = "0-0"  # the newest entry seen when a read found nothing new: wait after it
         self.counts: dict[str, int] = {}
         self.cursor = "0"  # re-read own pending events first, then '>'
         self.limit: tuple[int, int] | None = None  # first rolled-back id: acks stop below it
@@ -79,23 +86,20 @@ class ExclusiveCursor:
         self.cursor = "0"
         self.resumed_below = self.handed
 
-    def fence(self) -> Op[Any]:
-        """Prove (and renew) the lease alone, acknowledging nothing: LEASELOST if lapsed."""
-        return self._ack("")
-
     def renew(self) -> Op[bool]:
         return script("renew_lease", [self.k.lease(self.durable)], [self.token, self.lease_ms],
                       parse=as_bool, context=self.context)  # fmt: skip
 
     # -- reading --------------------------------------------------------------------------
 
-    def read(self) -> list[Op[Any]]:
-        """The fenced read: lease check + deferred ack, then `XREADGROUP` at the cursor."""
+    def read(self) -> Op[tuple[list[Any], str]]:
+        """The fenced read: lease check, renewal, deferred ack and `XREADGROUP` at the
+        cursor, in one script."""
         self._in_flight, self.deferred = self.deferred, None
-        read = command("XREADGROUP", "GROUP", self.durable, self.token, "COUNT", self.batch,
-                       "STREAMS", self.k.stream, self.cursor,
-                       parse=entries_read, context=self.context)  # fmt: skip
-        return [self._ack(self._in_flight or ""), read]
+        args = [self.durable, self.token, self.lease_ms, self._in_flight or "", self.batch,
+                self.cursor]  # fmt: skip
+        return script("read_exclusive", self._fence_keys, args, parse=_read_reply,
+                      context=self.context)  # fmt: skip
 
     def read_failed(self) -> None:
         """The read was not sent (or its reply lost): the deferred ack goes with the next."""
@@ -103,23 +107,25 @@ class ExclusiveCursor:
             self.deferred = self._in_flight
         self._in_flight = None
 
-    def on_read(self, replies: Sequence[Any]) -> tuple[list[Event], bool]:
+    def on_read(self, reply: tuple[list[Any], str]) -> tuple[list[Event], bool]:
         """(events, again): `again` when the inherited history is done and the new events
         should be read at once."""
         self._in_flight = None
-        entries = replies[1]
+        entries, top = reply
+        if top:
+            self.top = top
         if self.cursor != ">":  # own pending events first (a takeover's inheritance)
             self.cursor = entries[-1][0].decode() if entries else ">"
             return self.events(entries), not entries
         return self.events(entries), False
 
-    def wait(self, seconds: float) -> Op[list[Any]]:
-        """Block until new events come and take them: one round trip on wake-up. Holders
-        read as consumers of their own, so even a holder whose lease lapsed while blocked
-        only takes events into its own pending list, for the next holder to inherit."""
-        return command("XREADGROUP", "GROUP", self.durable, self.token, "COUNT", self.batch,
-                       "BLOCK", max(1, int(seconds * 1000)), "STREAMS", self.k.stream, ">",
-                       parse=entries_read, context=self.context)  # fmt: skip
+    def wait(self, seconds: float) -> Op[bool]:
+        """Block until the stream has an entry after the newest one seen, taking nothing:
+        only the fenced read takes events, so a holder paused while it waits cannot take
+        events another holder should have. True when something came."""
+        return command("XREAD", "COUNT", 1, "BLOCK", max(1, int(seconds * 1000)),
+                       "STREAMS", self.k.stream, self.top,
+                       parse=bool, context=self.context)  # fmt: skip
 
     def events(self, entries: Sequence[Any]) -> list[Event]:
         channel, counts, selectors = self.k.channel, self.counts, self.selectors
