@@ -116,12 +116,22 @@ class ExclusiveReader(LeaseHolder):
         if op is not None:
             self.ctx.touch(self.k.channel)
 
-    def ack(self, event: Event, outstanding: list[Event]) -> list[Event]:
+    def ack(self, event: Event, outstanding: list[Event], *, defer: bool = False) -> list[Event]:
         with self.lock:
-            op, left = self.state.ack(event, outstanding)
-            self.ctx.executor.run(op)
-        self.ctx.touch(self.k.channel)
+            op, left = self.state.ack(event, outstanding, defer=defer)
+            if op is not None:
+                self.ctx.executor.run(op)
+        if op is not None:
+            self.ctx.touch(self.k.channel)
         return left
+
+    def flush_acks(self) -> None:
+        with self.lock:
+            op = self.state.flush()
+            if op is not None:
+                self.ctx.executor.run(op)
+        if op is not None:
+            self.ctx.touch(self.k.channel)
 
     def rollback(self, events: Sequence[Event], delay_s: float = 0.0) -> None:
         with self.lock:

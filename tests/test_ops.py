@@ -177,7 +177,7 @@ def test_exclusive_acks_never_pass_a_rolled_back_event() -> None:
     ack = c.commit(events)
     assert ack is not None and ack.args[-1] == "1-0"  # stops below the rolled-back 2-0
     explicit, left = c.ack(events[2], events)
-    assert explicit.args[-1] == "3-0" and left == []
+    assert explicit is not None and explicit.args[-1] == "3-0" and left == []
     assert c.limit is None  # an explicit cumulative ack went past it
 
 

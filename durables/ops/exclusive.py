@@ -129,22 +129,31 @@ class ExclusiveCursor:
 
     def events(self, entries: Sequence[Any]) -> list[Event]:
         channel, counts, selectors = self.k.channel, self.counts, self.selectors
-        held = self.resumed_below if self.cursor != ">" else None
+        # History reads after a re-attach skip what the application holds already; new
+        # reads skip what is not new: a group whose last-delivered-id went back (an AOF
+        # restart, a failover before the XACKs replicated) offers acknowledged events again
+        held = self.resumed_below if self.cursor != ">" else self.handed
         events = []
         for entry in entries:
             if held is not None and ids.key(entry[0].decode()) <= held:
                 self.discarded += 1
-                continue  # handed out before the outage: the application holds it
+                if self.cursor == ">":
+                    self._skip(entry[0].decode())
+                continue  # handed out before: the application has (or had) it
             event = event_from_entry(channel, entry, counts)
             if event is None or (
                 selectors and not all(s.matches(event.key, event.properties) for s in selectors)
             ):
-                self.skipped = entry[0].decode()  # acknowledged with the next cumulative ack
+                self._skip(entry[0].decode())  # acknowledged with the next cumulative ack
                 continue
             events.append(event)
         if events:
             self.handed = max(self.handed, ids.key(events[-1].id))
         return events
+
+    def _skip(self, event_id: str) -> None:
+        if self.skipped is None or ids.key(event_id) > ids.key(self.skipped):
+            self.skipped = event_id
 
     # -- acknowledging --------------------------------------------------------------------
 
@@ -169,13 +178,25 @@ class ExclusiveCursor:
             self.skipped = None
         return None
 
-    def ack(self, event: Event, outstanding: list[Event]) -> tuple[Op[Any], list[Event]]:
-        """An explicit ack of `event` and all before it: the op, and what stays outstanding."""
+    def ack(
+        self, event: Event, outstanding: list[Event], *, defer: bool = False
+    ) -> tuple[Op[Any] | None, list[Event]]:
+        """An explicit ack of `event` and all before it: the op (None when deferred to ride
+        with the next read), and what stays outstanding."""
         upto = ids.key(event.id)
-        op = self.ack_upto(event.id)
+        if defer:
+            op = None
+            if self.deferred is None or ids.key(self.deferred) < upto:
+                self.deferred = event.id
+        else:
+            op = self.ack_upto(event.id)
         if self.limit is not None and self.limit <= upto:
             self.limit = None  # an explicit cumulative ack went past the rolled-back event
         return op, [e for e in outstanding if ids.key(e.id) > upto]
+
+    def flush(self) -> Op[Any] | None:
+        """The deferred ack now, if one waits."""
+        return None if self.deferred is None else self.ack_upto(self.deferred)
 
     def ack_upto(self, event_id: str) -> Op[Any]:
         if self.deferred is not None and ids.key(self.deferred) > ids.key(event_id):
