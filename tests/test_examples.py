@@ -74,7 +74,7 @@ def test_readme_demo_command_starts_the_embedded_server_and_finishes(tmp_path: P
 
 def test_readme_quick_start_runs(server_url: str, namespace: str) -> None:
     readme = (EXAMPLES.parent / "README.md").read_text()
-    code = readme.split("## Quick start", 1)[1].split("```python\n", 1)[1].split("```", 1)[0]
+    code = readme.split("## Quick start", 1)[1].split("```python run\n", 1)[1].split("```", 1)[0]
     env = {**os.environ, "DURABLES_URL": server_url, "DURABLES_NAMESPACE": namespace}
     done = subprocess.run(
         [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60
