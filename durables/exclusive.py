@@ -87,26 +87,30 @@ class ExclusiveReader(LeaseHolder):
         clock, executor = self.ctx.clock, self.ctx.executor
         while True:
             with self.lock:
-                op = self.state.read()
+                ops = self.state.read()
             try:
-                reply = executor.run(op, retry=False)
+                replies = executor.run_all(ops, retry=False)
             except BaseException:
                 with self.lock:
                     self.state.read_failed()
                 raise
             with self.lock:
-                events, again = self.state.on_read(reply)
+                events, again = self.state.on_read(replies)
             self.ctx.touch(self.k.channel)
             if events:
                 return events
             if again:
                 continue
-            if reply[0]:  # entries came, all skipped by the filter
+            if replies[-1]:  # entries came, all skipped by the filter
                 return []
             remaining = deadline - clock()
             if remaining <= 0:
                 return []
-            executor.run(self.state.wait(min(remaining, self.ctx.settings.block_s)), retry=False)
+            seconds = min(remaining, self.ctx.settings.block_s)
+            entries = executor.run(self.state.wait(seconds), retry=False)
+            if entries:
+                with self.lock:
+                    return self.state.events(entries)
 
     def commit(self, events: Sequence[Event], *, defer: bool = False, retry: bool = True) -> None:
         with self.lock:

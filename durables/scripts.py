@@ -21,7 +21,6 @@ NAMES = (
     "renew_lease",
     "attach_exclusive",
     "ack_exclusive",
-    "read_exclusive",
     "release_exclusive",
     "trim",
     "attach_shared",

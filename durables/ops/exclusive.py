@@ -2,11 +2,14 @@
 
 Every holder reads as a consumer of its own (its token), so a new holder claims its
 predecessors' pending events at attach and gets them first. Each read is one round
-trip and one atomic step on the server (`read_exclusive.lua`): the lease check, its
-renewal, the deferred cumulative ack and the `XREADGROUP`, so a holder paused past its
-lease reads nothing once another holder took over. Waiting for new events takes none
-(`XREAD BLOCK`); the fenced read follows the wake-up. The reader asks this class what to
-send (`read()`), sends it, and hands back what came (`on_read`).
+trip: the deferred cumulative ack (`ack_exclusive.lua`, which also proves and renews the
+lease), then `XREADGROUP` of the channel's stream together with the holder's gate, an
+empty stream of its own: a new holder deletes the others' gates when it attaches, so a
+holder paused past its lease reads nothing once another took over (its read, or its
+blocked wait, fails with NOGROUP / UNBLOCKED, which means `LeaseLostError`). The server
+checks both streams' groups before it reads either, so the fence costs no round trip and
+no script. The reader asks this class what to send (`read()`), sends it, and hands back
+what came (`on_read`).
 
 Redelivery counts are ours (the PEL's count also rises on history reads): on a
 fresh attach every pending event counts one more delivery, except those rolled
@@ -15,18 +18,39 @@ back (seed 003: count and flag unchanged) or read but never handed out.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
+from redis.exceptions import ResponseError
+
 from .. import ids, keys
+from ..errors import LeaseLostError
 from ..events import Event, event_from_entry
+from ..replies import error_word, streams_read, translate
 from ..selector import Selector
 from .base import Op, as_bool, command, script
 
+GATE_GONE = frozenset({"NOGROUP", "UNBLOCKED"})
+"""A read's error words that go to its parser: the gate (or the channel) is gone."""
 
-def _read_reply(reply: Any) -> tuple[list[Any], str]:
-    entries, top = reply
-    return list(entries), top.decode() if isinstance(top, bytes) else str(top)
+
+def _gated(gate: str, context: str) -> Callable[[Any], list[Any]]:
+    """The parser of a gated read: the channel's entries, or `LeaseLostError` when the
+    holder's gate is gone (another holder took over)."""
+
+    def parse(reply: Any) -> list[Any]:
+        if isinstance(reply, ResponseError):
+            word, rest = error_word(reply)
+            if (word == "NOGROUP" and gate in rest) or (
+                word == "UNBLOCKED" and "no longer exists" in rest
+            ):
+                raise LeaseLostError(f"{context}: another consumer took the durable over")
+            raise translate(reply, context)
+        return [entry for key, entries in streams_read(reply) if key != gate_bytes
+                for entry in entries]  # fmt: skip
+
+    gate_bytes = gate.encode()
+    return parse
 
 
 def _counts(flat: Any) -> dict[str, int]:
@@ -51,7 +75,8 @@ class ExclusiveCursor:
         self.selectors = list(selectors)
         self.context = f"exclusive durable {durable!r} on {k.channel!r}"
         self._fence_keys = (k.stream, k.lease(durable), k.redeliveries(durable), k.keep(durable))
-        self.top = "0-0"  # the newest entry seen when a read found nothing new: wait after it
+        self.gate = k.gate(durable, token)
+        self._parse = _gated(self.gate, self.context)
         self.counts: dict[str, int] = {}
         self.cursor = "0"  # re-read own pending events first, then '>'
         self.limit: tuple[int, int] | None = None  # first rolled-back id: acks stop below it
@@ -71,7 +96,7 @@ class ExclusiveCursor:
         return script(
             "attach_exclusive",
             [k.stream, k.durables, k.lease(self.durable), k.redeliveries(self.durable),
-             k.keep(self.durable)],
+             k.keep(self.durable), k.gates(self.durable), self.gate],
             [self.durable, self.token, self.lease_ms],
             parse=_counts, context=self.context,
         )  # fmt: skip
@@ -92,14 +117,16 @@ class ExclusiveCursor:
 
     # -- reading --------------------------------------------------------------------------
 
-    def read(self) -> Op[tuple[list[Any], str]]:
-        """The fenced read: lease check, renewal, deferred ack and `XREADGROUP` at the
-        cursor, in one script."""
+    def read(self) -> list[Op[Any]]:
+        """The deferred ack, if any (it proves and renews the lease too), then the gated
+        `XREADGROUP` at the cursor."""
         self._in_flight, self.deferred = self.deferred, None
-        args = [self.durable, self.token, self.lease_ms, self._in_flight or "", self.batch,
-                self.cursor]  # fmt: skip
-        return script("read_exclusive", self._fence_keys, args, parse=_read_reply,
-                      context=self.context)  # fmt: skip
+        read = command("XREADGROUP", "GROUP", self.durable, self.token, "COUNT", self.batch,
+                       "STREAMS", self.k.stream, self.gate, self.cursor, ">",
+                       parse=self._parse, context=self.context, tolerate=GATE_GONE)  # fmt: skip
+        if self._in_flight is None:
+            return [read]
+        return [self._ack(self._in_flight), read]
 
     def read_failed(self) -> None:
         """The read was not sent (or its reply lost): the deferred ack goes with the next."""
@@ -107,25 +134,23 @@ class ExclusiveCursor:
             self.deferred = self._in_flight
         self._in_flight = None
 
-    def on_read(self, reply: tuple[list[Any], str]) -> tuple[list[Event], bool]:
+    def on_read(self, replies: Sequence[Any]) -> tuple[list[Event], bool]:
         """(events, again): `again` when the inherited history is done and the new events
-        should be read at once."""
+        should be read at once. `replies` are those of `read()`'s operations."""
         self._in_flight = None
-        entries, top = reply
-        if top:
-            self.top = top
+        entries = replies[-1]
         if self.cursor != ">":  # own pending events first (a takeover's inheritance)
             self.cursor = entries[-1][0].decode() if entries else ">"
             return self.events(entries), not entries
         return self.events(entries), False
 
-    def wait(self, seconds: float) -> Op[bool]:
-        """Block until the stream has an entry after the newest one seen, taking nothing:
-        only the fenced read takes events, so a holder paused while it waits cannot take
-        events another holder should have. True when something came."""
-        return command("XREAD", "COUNT", 1, "BLOCK", max(1, int(seconds * 1000)),
-                       "STREAMS", self.k.stream, self.top,
-                       parse=bool, context=self.context)  # fmt: skip
+    def wait(self, seconds: float) -> Op[list[Any]]:
+        """Block until new events come and take them: one round trip on wake-up. Gated like
+        a read: once another holder took over, the wait fails instead of taking events."""
+        return command("XREADGROUP", "GROUP", self.durable, self.token, "COUNT", self.batch,
+                       "BLOCK", max(1, int(seconds * 1000)),
+                       "STREAMS", self.k.stream, self.gate, ">", ">",
+                       parse=self._parse, context=self.context, tolerate=GATE_GONE)  # fmt: skip
 
     def events(self, entries: Sequence[Any]) -> list[Event]:
         channel, counts, selectors = self.k.channel, self.counts, self.selectors
@@ -218,7 +243,8 @@ class ExclusiveCursor:
     def release(self, unhanded: Sequence[Event]) -> list[Op[Any]]:
         """Send the deferred ack, then give up the lease (unhanded events keep their count)."""
         ops = [] if self.deferred is None else [self.ack_upto(self.deferred)]
-        release_keys = [self.k.lease(self.durable), self.k.keep(self.durable)]
+        release_keys = [self.k.lease(self.durable), self.k.keep(self.durable),
+                        self.k.gates(self.durable), self.gate]  # fmt: skip
         args = [self.token, *(e.id for e in unhanded)]
         ops.append(script("release_exclusive", release_keys, args, context=self.context))
         return ops
