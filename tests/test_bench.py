@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-from durables.bench import main
+from durables.bench import budget, main
 from durables.bench.cli import run
 from durables.bench.env import Env
 from durables.bench.memory import CEILING as MEMORY_CEILING
@@ -218,3 +218,19 @@ def test_only_picks_scenarios_by_name_glob_or_family() -> None:
     assert [s.name for s in select(["memory_*"])] == ["memory"]
     assert select(None) == SCENARIOS
     assert main(["--only", "nothing_like_this"]) == 2
+
+
+def test_the_budget_gives_every_path_for_both_variants_with_positive_costs() -> None:
+    budgets = budget.run(2000)
+    assert {(b.path, b.variant) for b in budgets} == {
+        (path, variant) for path in budget.PATHS for variant in ("durables", "raw")
+    }
+    for b in budgets:
+        assert b.client_us > 0 and b.server_us > 0 and b.round_trips > 0, b
+        assert b.top  # the server's most expensive commands are named
+    by = {(b.path, b.variant): b for b in budgets}
+    # one publish is one round trip in both; a batch of 1,000 is one, not a thousand
+    assert by["publish_single", "durables"].round_trips <= 1.01
+    assert by["publish_batch_1000", "durables"].round_trips < 0.01
+    rows = budget.table(budgets).splitlines()
+    assert len(rows) == 2 + len(budgets) and rows[2].startswith("| publish_single | durables |")
