@@ -38,7 +38,7 @@ def cluster_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster
 
 @pytest.fixture
 def deployment(request: pytest.FixtureRequest) -> str:
-    """"standalone" unless the test was parametrized onto the cluster."""
+    """ "standalone" unless the test was parametrized onto the cluster."""
     return str(getattr(request, "param", "standalone"))
 
 
