@@ -27,7 +27,7 @@ from .test_cluster import one_channel_per_primary
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 SETTINGS = {**FAST, "reconnect_timeout_s": 60.0, "replicas": 1, "replica_timeout_s": 2.0}
-KINDS = ("exclusive", "shared")
+KINDS: tuple[durables.Kind, ...] = ("exclusive", "shared")
 RUN_AFTER_S = 1.5
 """How long the producers go on after the first publish confirmed past the kill."""
 
