@@ -254,6 +254,8 @@ class Executor:
             return False
 
     def _reconnected(self) -> None:
+        if isinstance(self.redis, cluster.RedisCluster):
+            cluster.refresh(self.redis)  # a failover may have moved slots to other nodes
         self._disconnect(inuse_connections=False)  # no stale sockets
         try:
             self.load_scripts()
@@ -272,7 +274,6 @@ class Executor:
 
     def _disconnect(self, *, inuse_connections: bool) -> None:
         if isinstance(self.redis, cluster.RedisCluster):
-            cluster.refresh(self.redis)  # a failover may have moved slots to other nodes
             cluster.disconnect(self.redis, inuse_connections=inuse_connections)
         else:
             self.redis.connection_pool.disconnect(inuse_connections=inuse_connections)
