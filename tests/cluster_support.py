@@ -32,6 +32,8 @@ def _cluster_pass() -> bool:
 def cluster_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     """Three cluster-mode primaries (no replicas) for the whole run; tests keep apart by
     namespace, and their channels spread over the primaries by hash tag."""
+    if not _cluster_pass():
+        pytest.skip("the cluster runs in the valkey pass only")
     with Cluster(server_binary("valkey"), tmp_path_factory.mktemp("cluster")) as servers:
         yield servers
 
