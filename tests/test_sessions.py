@@ -203,9 +203,9 @@ HOLDER = textwrap.dedent(
 
 
 def test_a_session_killed_with_kill9_resumes_within_its_timeout_with_nothing_lost(
-    server: RedisProcess, namespace: str, client: durables.Client, prices: durables.Channel
+    server_url: str, namespace: str, client: durables.Client, prices: durables.Channel
 ) -> None:
-    with python_child(HOLDER, server.url, namespace) as proc:
+    with python_child(HOLDER, server_url, namespace) as proc:
         assert first_line(proc) == "ready"
         with pytest.raises(SessionInUseError):
             client.session("phone", timeout=30)
