@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import session_store
 from .channel import Channel, channel_infos, get_channel, open_channel
+from .cluster import Server
 from .context import Context
 from .errors import ConfigError, ServerVersionError
 from .executor import Executor
@@ -29,7 +30,7 @@ from .settings import Settings, load_settings
 from .transport import transport_for
 
 if TYPE_CHECKING:
-    import redis
+    pass
 
 MIN_REDIS = (7, 0, 0)
 MIN_VALKEY = (7, 2, 0)
@@ -123,8 +124,9 @@ class Client:
         return trim_channel(self.ctx, k)
 
     @property
-    def redis(self) -> redis.Redis:
-        """The redis-py client underneath (for looking at server state by hand)."""
+    def redis(self) -> Server:
+        """The redis-py client underneath (for looking at server state by hand): a
+        `redis.Redis`, or a `redis.cluster.RedisCluster` for a `redis+cluster://` URL."""
         return self.ctx.executor.redis
 
     @property

@@ -26,18 +26,17 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import NoScriptError, RedisError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from . import scripts
+from . import cluster, scripts
 from .errors import ConnectionLostError
 from .replies import error_word, translate
 
 if TYPE_CHECKING:
-    from redis import Redis
-
+    from .cluster import Server
     from .ops.base import Op
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
-LOST = (RedisConnectionError, RedisTimeoutError)
+LOST = (RedisConnectionError, RedisTimeoutError, *cluster.OUTAGE)
 State = Literal["connected", "reconnecting", "closed"]
 StateListener = Callable[[str, str], object]
 FIRST_BACKOFF_S = 0.05
@@ -58,7 +57,7 @@ class Executor:
     """
 
     def __init__(
-        self, redis: Redis, *, reconnect_timeout_s: float = 0.0, probe: Redis | None = None
+        self, redis: Server, *, reconnect_timeout_s: float = 0.0, probe: Server | None = None
     ) -> None:
         self.redis = redis
         self.reconnect_timeout_s = reconnect_timeout_s
@@ -133,12 +132,12 @@ class Executor:
             except NoScriptError:
                 self._reloaded()
                 reply = self._send(op)
+        except LOST as exc:  # first: a cluster's CLUSTERDOWN is also a ResponseError
+            raise lost(exc, op.context) from exc
         except ResponseError as exc:
             if error_word(exc)[0] not in op.tolerate:
                 raise translate(exc, op.context) from exc
             reply = exc
-        except LOST as exc:
-            raise lost(exc, op.context) from exc
         return op.parse(reply)
 
     def _run_all_once(self, ops: Sequence[Op[Any]]) -> list[Any]:
@@ -146,10 +145,7 @@ class Executor:
             return [self._run_once(ops[0])]
         context = ops[0].context if ops else ""
         try:
-            pipe = self.redis.pipeline(transaction=False)
-            for op in ops:
-                pipe.execute_command(*self._wire(op))  # type: ignore[no-untyped-call]
-            replies: list[Any] = pipe.execute(raise_on_error=False)
+            replies = self._pipeline([self._wire(op) for op in ops])
             for i, reply in enumerate(replies):
                 if isinstance(reply, NoScriptError):
                     self._reloaded()
@@ -161,11 +157,22 @@ class Executor:
                 raise translate(reply, op.context) from reply
         return [op.parse(reply) for op, reply in zip(ops, replies, strict=True)]
 
+    def _pipeline(self, commands: list[tuple[Any, ...]]) -> list[Any]:
+        if isinstance(self.redis, cluster.RedisCluster):
+            return cluster.pipeline(self.redis, commands)
+        pipe = self.redis.pipeline(transaction=False)
+        for args in commands:
+            pipe.execute_command(*args)  # type: ignore[no-untyped-call]
+        replies: list[Any] = pipe.execute(raise_on_error=False)
+        return replies
+
     @staticmethod
     def _wire(op: Op[Any]) -> tuple[Any, ...]:
         return op.wire(scripts.sha(op.script)) if op.script is not None else op.args
 
     def _send(self, op: Op[Any]) -> Any:
+        if isinstance(self.redis, cluster.RedisCluster):
+            return cluster.send(self.redis, self._wire(op))
         return self.redis.execute_command(*self._wire(op))  # type: ignore[no-untyped-call]
 
     def _send_capturing(self, op: Op[Any]) -> Any:
@@ -180,6 +187,9 @@ class Executor:
         """Load every script in one round trip, so no pipeline meets a NOSCRIPT: done at
         connect and after every reconnection."""
         try:
+            if isinstance(self.redis, cluster.RedisCluster):  # on every primary
+                cluster.load_scripts(self.redis, [scripts.source(name) for name in scripts.NAMES])
+                return
             pipe = self.redis.pipeline(transaction=False)
             for name in scripts.NAMES:
                 pipe.script_load(scripts.source(name))
@@ -236,13 +246,17 @@ class Executor:
             delay = min(delay * 2, MAX_BACKOFF_S)
 
     def _answers(self) -> bool:
+        if isinstance(self._probe, cluster.RedisCluster):
+            return cluster.answers(self._probe)
         try:
             return bool(self._probe.ping())
         except (RedisError, OSError):
             return False
 
     def _reconnected(self) -> None:
-        self.redis.connection_pool.disconnect(inuse_connections=False)  # no stale sockets
+        if isinstance(self.redis, cluster.RedisCluster):
+            cluster.refresh(self.redis)  # a failover may have moved slots to other nodes
+        self._disconnect(inuse_connections=False)  # no stale sockets
         try:
             self.load_scripts()
         except ConnectionLostError:
@@ -256,7 +270,13 @@ class Executor:
         """Break every connection of the pool, in use or not: a thread blocked on a
         black-holed socket wakes with an error at once and starts reconnecting."""
         self.lost_connection()
-        self.redis.connection_pool.disconnect(inuse_connections=True)
+        self._disconnect(inuse_connections=True)
+
+    def _disconnect(self, *, inuse_connections: bool) -> None:
+        if isinstance(self.redis, cluster.RedisCluster):
+            cluster.disconnect(self.redis, inuse_connections=inuse_connections)
+        else:
+            self.redis.connection_pool.disconnect(inuse_connections=inuse_connections)
 
     def close(self) -> None:
         with self._lock:

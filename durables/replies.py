@@ -27,6 +27,7 @@ from .errors import (
 
 if TYPE_CHECKING:
     from redis import Redis
+    from redis.cluster import RedisCluster
 
 Translate = Callable[[str], DurablesError]
 
@@ -71,7 +72,7 @@ def text(value: bytes | str) -> str:
     return value.decode() if isinstance(value, bytes) else value
 
 
-def raw(redis: Redis, *args: object) -> Any:
+def raw(redis: Redis | RedisCluster, *args: object) -> Any:
     """Send a command as is (for tests that look at server state by hand)."""
     return redis.execute_command(*args)  # type: ignore[no-untyped-call]
 

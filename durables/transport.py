@@ -5,7 +5,10 @@ transport only knows how to open a redis-py client for its URL. A standalone ser
 (`redis://`, `rediss://`), or a primary found through Sentinel
 (`redis+sentinel://h1:p1,h2:p2/primary`): after a failover the executor's reconnection
 asks the sentinels again, through redis-py's Sentinel connection pool, and a demoted
-primary's READONLY reply is a lost connection there too.
+primary's READONLY reply is a lost connection there too. Or a Redis Cluster
+(`redis+cluster://h1:p1[,h2:p2]`): redis-py's `RedisCluster` finds every node from the
+hosts given and routes each command by its key's slot; `durables.cluster` holds what the
+executor does differently there.
 """
 
 from __future__ import annotations
@@ -16,13 +19,16 @@ from typing import Any
 
 import redis
 from redis.backoff import NoBackoff
+from redis.cluster import ClusterNode, RedisCluster
+from redis.exceptions import RedisClusterException, RedisError
 from redis.retry import Retry
 from redis.sentinel import Sentinel
 
-from .errors import ConfigError
+from .cluster import Server
+from .errors import ConfigError, ConnectionLostError
 from .urls import ServerUrl, parse_url
 
-Opener = Callable[[ServerUrl, float, float], redis.Redis]
+Opener = Callable[[ServerUrl, float, float], Server]
 
 
 def _common(socket_timeout_s: float, connect_timeout_s: float) -> dict[str, Any]:
@@ -56,8 +62,17 @@ def _sentinel(url: ServerUrl, socket_timeout_s: float, connect_timeout_s: float)
     return primary
 
 
-def _cluster(url: ServerUrl, socket_timeout_s: float, connect_timeout_s: float) -> redis.Redis:
-    raise ConfigError(f"Redis Cluster URLs are not supported yet: {url.url!r}")
+def _cluster(url: ServerUrl, socket_timeout_s: float, connect_timeout_s: float) -> Server:
+    if url.db:
+        raise ConfigError(f"a cluster has database 0 only, not {url.db} ({url.url!r})")
+    try:
+        return RedisCluster(
+            startup_nodes=[ClusterNode(h, p) for h, p in url.hosts],  # type: ignore[no-untyped-call]
+            username=url.username, password=url.password, ssl=url.tls,
+            **_common(socket_timeout_s, connect_timeout_s),
+        )  # fmt: skip
+    except (RedisError, RedisClusterException) as exc:  # no startup node gave a slot map
+        raise ConnectionLostError(f"cannot reach the cluster at {url.url!r}: {exc}") from exc
 
 
 OPENERS: dict[str, Opener] = {
@@ -74,7 +89,7 @@ class Transport:
     url: ServerUrl
     open: Opener
 
-    def connect(self, socket_timeout_s: float, connect_timeout_s: float) -> redis.Redis:
+    def connect(self, socket_timeout_s: float, connect_timeout_s: float) -> Server:
         """A new client with a pool of its own (the heartbeat keeps one apart, so a hung
         socket of the application never starves lease renewal)."""
         return self.open(self.url, socket_timeout_s, connect_timeout_s)

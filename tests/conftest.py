@@ -18,6 +18,7 @@ import pytest
 import durables
 
 from .cli_support import Cli
+from .cluster_support import cluster_server, deployment, pytest_generate_tests, url_for
 from .secure import SECURE, secure
 from .servers import RedisProcess, server_binary
 
@@ -70,8 +71,9 @@ def fresh_server(tmp_path: Path, certificates: Path) -> Iterator[RedisProcess]:
 
 
 @pytest.fixture
-def server_url(server: RedisProcess) -> str:
-    return server.url
+def server_url(request: pytest.FixtureRequest, deployment: str) -> str:
+    """The test's server: the one above, or a cluster for modules marked `on_cluster`."""
+    return url_for(request, deployment)
 
 
 @pytest.fixture
@@ -80,8 +82,8 @@ def namespace() -> str:
 
 
 @pytest.fixture
-def client(server: RedisProcess, namespace: str) -> Iterator[durables.Client]:
-    with durables.connect(server.url, namespace=namespace, **FAST) as c:
+def client(server_url: str, namespace: str) -> Iterator[durables.Client]:
+    with durables.connect(server_url, namespace=namespace, **FAST) as c:
         yield c
 
 
@@ -125,3 +127,6 @@ def spark() -> Iterator[SparkSession]:
     session = start_spark()
     yield session
     session.stop()
+
+
+__all__ = ["cluster_server", "deployment", "pytest_generate_tests"]  # fixtures and hook above

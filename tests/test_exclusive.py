@@ -19,6 +19,8 @@ from .conftest import FAST
 from .helpers import fetch_all, publish
 from .servers import RedisProcess
 
+pytestmark = pytest.mark.on_cluster
+
 
 def test_exclusive_delivers_in_publish_order(channel: durables.Channel) -> None:
     dur = channel.durable("audit")
@@ -192,11 +194,11 @@ HOLDER = textwrap.dedent(
 
 
 def test_holder_killed_with_kill9_loses_its_lease_and_the_next_consumer_gets_its_events(
-    server: RedisProcess, namespace: str, channel: durables.Channel
+    server_url: str, namespace: str, channel: durables.Channel
 ) -> None:
     dur = channel.durable("audit")
     publish(channel, 5)
-    with python_child(HOLDER, server.url, namespace) as proc:
+    with python_child(HOLDER, server_url, namespace) as proc:
         assert first_line(proc).split() == ["e1", "e2", "e3", "e4", "e5"]
         with pytest.raises(DurableInUseError, match="doomed@"):
             dur.consumer("heir")

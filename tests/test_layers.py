@@ -24,8 +24,8 @@ LAYERS: dict[str, int] = {
     # 2: operations as plain data, and the readers' state machines (no I/O)
     "ops": 2, "ops.base": 2, "ops.channels": 2, "ops.durables": 2, "ops.housekeeping": 2,
     "ops.exclusive": 2, "ops.shared": 2, "ops.sessions": 2,
-    # 3: sending: transport, executor, leases, runtime, context
-    "transport": 3, "executor": 3, "leases": 3, "runtime": 3, "context": 3,
+    # 3: sending: transport, cluster, executor, leases, runtime, context
+    "transport": 3, "cluster": 3, "executor": 3, "leases": 3, "runtime": 3, "context": 3,
     # 4: readers and stores over a context
     "exclusive": 4, "shared": 4, "consumer": 4, "subscription": 4, "retention": 4,
     "publishing": 4, "dead_letters": 4, "session_store": 4, "session_delivery": 4,

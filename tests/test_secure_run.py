@@ -21,6 +21,7 @@ def test_the_fixture_url_is_tls_as_the_limited_user(server: RedisProcess, namesp
     tls_port = urlsplit(server.url).port
     with durables.connect(server.url, namespace=namespace) as client:
         raw = client.ctx.executor.redis
+        assert isinstance(raw, redis.Redis)
         assert raw.connection_pool.connection_class is redis.SSLConnection
         client.channel("orders").publish(b"x")
         with server.client() as admin:  # the plain port, as the default user

@@ -18,6 +18,8 @@ from durables import ALL_KEYS, ChannelNotFound, ConfigError, SessionInUseError, 
 from .children import first_line, once_free, python_child
 from .servers import RedisProcess
 
+pytestmark = pytest.mark.on_cluster
+
 
 @dataclass
 class Recorder:
@@ -201,9 +203,9 @@ HOLDER = textwrap.dedent(
 
 
 def test_a_session_killed_with_kill9_resumes_within_its_timeout_with_nothing_lost(
-    server: RedisProcess, namespace: str, client: durables.Client, prices: durables.Channel
+    server_url: str, namespace: str, client: durables.Client, prices: durables.Channel
 ) -> None:
-    with python_child(HOLDER, server.url, namespace) as proc:
+    with python_child(HOLDER, server_url, namespace) as proc:
         assert first_line(proc) == "ready"
         with pytest.raises(SessionInUseError):
             client.session("phone", timeout=30)

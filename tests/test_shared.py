@@ -17,7 +17,8 @@ from durables import ConfigError, InvalidWindowError
 
 from .children import first_line, python_child
 from .helpers import fetch_all, publish
-from .servers import RedisProcess
+
+pytestmark = pytest.mark.on_cluster
 
 
 def texts(events: list[durables.Event]) -> list[str]:
@@ -242,11 +243,11 @@ CRASHER = textwrap.dedent(
 
 
 def crash_holding_a_window(
-    server: RedisProcess, namespace: str, channel: durables.Channel, events: int
+    server_url: str, namespace: str, channel: durables.Channel, events: int
 ) -> list[str]:
     """Run a consumer process that takes a window of 5 events, then kill -9 it;
     returns the events it held."""
-    with python_child(CRASHER, server.url, namespace) as proc:
+    with python_child(CRASHER, server_url, namespace) as proc:
         publish(channel, events)
         held = first_line(proc).split()
         os.kill(proc.pid, signal.SIGKILL)
@@ -254,10 +255,10 @@ def crash_holding_a_window(
 
 
 def test_consumer_killed_with_kill9_while_holding_its_window_loses_nothing(
-    server: RedisProcess, namespace: str, channel: durables.Channel
+    server_url: str, namespace: str, channel: durables.Channel
 ) -> None:
     dur = channel.durable("work", kind="shared")
-    held = crash_holding_a_window(server, namespace, channel, 20)
+    held = crash_holding_a_window(server_url, namespace, channel, 20)
     assert len(held) == 5
     seen: dict[str, int] = {}
     with dur.consumer("survivor", prefetch=50) as c:
@@ -346,10 +347,10 @@ def test_an_exclusive_consumer_filter_skips_what_it_does_not_match(
 
 
 def test_housekeeping_hands_back_the_events_of_a_dead_consumer_nobody_else_fetches(
-    server: RedisProcess, namespace: str, client: durables.Client, channel: durables.Channel
+    server_url: str, namespace: str, client: durables.Client, channel: durables.Channel
 ) -> None:
     dur = channel.durable("work", kind="shared")
-    assert len(crash_holding_a_window(server, namespace, channel, 5)) == 5
+    assert len(crash_holding_a_window(server_url, namespace, channel, 5)) == 5
     assert dur.transaction_depth() == 5
     time.sleep(1.2)  # the dead consumer's lease lapses
     client.housekeep()
