@@ -17,6 +17,7 @@ import pytest
 
 import durables
 
+from . import aio_bridge
 from .cli_support import Cli
 from .servers import RedisProcess, server_binary
 
@@ -66,8 +67,26 @@ def namespace() -> str:
     return f"t{uuid.uuid4().hex[:12]}"
 
 
+CLIENT_KINDS = ("sync", "aio") if SERVER_KIND == "valkey" else ("sync",)
+"""Modules marked `both_clients` run their tests on each; the asyncio client through
+`tests/aio_bridge.py` (the valkey pass only: it tests the client, not the server)."""
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "client" in metafunc.fixturenames and metafunc.definition.get_closest_marker("both_clients"):
+        metafunc.parametrize("client", CLIENT_KINDS, indirect=True)
+
+
 @pytest.fixture
-def client(server: RedisProcess, namespace: str) -> Iterator[durables.Client]:
+def client(
+    request: pytest.FixtureRequest, server: RedisProcess, namespace: str
+) -> Iterator[durables.Client]:
+    """A client in the test's namespace: the sync one, or the asyncio one behind the sync
+    API (`both_clients`)."""
+    if getattr(request, "param", "sync") == "aio":
+        with aio_bridge.connect(server.url, namespace=namespace, **FAST) as bridged:
+            yield cast(durables.Client, bridged)
+        return
     with durables.connect(server.url, namespace=namespace, **FAST) as c:
         yield c
 

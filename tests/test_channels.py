@@ -11,6 +11,8 @@ from durables import ChannelFullError, ChannelNotFound, DurableExistsError, Dura
 
 from .helpers import fetch_all, publish
 
+pytestmark = pytest.mark.both_clients
+
 
 def test_publish_returns_ordered_ids_and_payloads_round_trip(channel: durables.Channel) -> None:
     a = channel.publish(b"\x00raw")

@@ -18,6 +18,8 @@ from .conftest import FAST
 from .helpers import fetch_all, publish
 from .servers import RedisProcess
 
+pytestmark = pytest.mark.both_clients
+
 
 def test_exclusive_delivers_in_publish_order(channel: durables.Channel) -> None:
     dur = channel.durable("audit")

@@ -18,6 +18,8 @@ from durables import ALL_KEYS, ChannelNotFound, ConfigError, SessionInUseError, 
 from .children import first_line, once_free, python_child
 from .servers import RedisProcess
 
+pytestmark = pytest.mark.both_clients
+
 
 @dataclass
 class Recorder:

@@ -19,6 +19,8 @@ from .children import first_line, python_child
 from .helpers import fetch_all, publish
 from .servers import RedisProcess
 
+pytestmark = pytest.mark.both_clients
+
 
 def texts(events: list[durables.Event]) -> list[str]:
     return [e.text for e in events]
