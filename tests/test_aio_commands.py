@@ -109,7 +109,7 @@ def recorder(monkeypatch: pytest.MonkeyPatch) -> Recorder:
 
     def sync_recording(self: Any, command: Any, check_health: bool = True) -> None:
         rec.note(command)
-        sync_send(self, command, check_health)
+        sync_send(self, command, check_health)  # type: ignore[no-untyped-call]
 
     async def async_recording(self: Any, command: Any, check_health: bool = True) -> None:
         rec.note(command)
