@@ -76,3 +76,11 @@ def test_readme_quick_start_runs(server_url: str, namespace: str) -> None:
     first, depths = done.stdout.splitlines()[:2]
     assert first.endswith("o-1 {'id': 1, 'qty': 3} False")
     assert depths == "0 0"
+
+
+def test_asyncio_service_example_processes_every_order_once_in_order(
+    server_url: str, namespace: str
+) -> None:
+    lines = run_example("asyncio_service.py", server_url, namespace, "--count", "15")
+    assert lines[:-1] == [f"processed order-{i} qty={i % 7}" for i in range(15)]
+    assert lines[-1] == "processed 15 orders; depth now 0"

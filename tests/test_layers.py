@@ -150,6 +150,13 @@ def test_the_library_imports_nothing_inside_functions() -> None:
     assert late == []
 
 
+def test_only_the_asyncio_client_imports_the_asyncio_client() -> None:
+    """`durables.aio` is opt-in: the sync library never loads it (nor redis.asyncio)."""
+    users = [m for m, targets in graph().items() if not m.startswith("aio") and any(
+        t == "aio" or t.startswith("aio.") for t in targets)]  # fmt: skip
+    assert users == []
+
+
 def test_the_layer_check_catches_an_upward_import(tmp_path: Path) -> None:
     """The checker itself: a low module that imports the client is reported."""
     fake = tmp_path / "keys.py"
