@@ -11,6 +11,7 @@ client calls plain functions too.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import inspect
 import threading
 from collections.abc import Callable, Coroutine, Iterator
@@ -22,6 +23,8 @@ from durables.events import Event
 
 T = TypeVar("T")
 WRAPPED = ("durables.aio", "redis.asyncio")
+CALL_TIMEOUT_S = 120.0
+"""No call of the behaviour tests takes this long: a hang fails the test instead."""
 
 
 class Bridge:
@@ -36,7 +39,12 @@ class Bridge:
         self._lock = threading.Lock()
 
     def run(self, coro: Coroutine[Any, Any, T]) -> T:
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
+        future = asyncio.run_coroutine_threadsafe(coro, self.loop)
+        try:
+            return future.result(CALL_TIMEOUT_S)
+        except concurrent.futures.TimeoutError:
+            future.cancel()
+            raise AssertionError(f"the asyncio client hung for {CALL_TIMEOUT_S} s") from None
 
     def call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         async def on_the_loop() -> Any:

@@ -4,15 +4,14 @@ with the round trips awaited and asyncio consumers and subscriptions."""
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from .. import names
-from ..durable import _group_start, _not_int
-from ..errors import ConfigError, DurableExistsError, DurableNotFound, InvalidWindowError
+from ..durable import check_prefetch, check_stored, check_window, new_spec, subscription_window
+from ..errors import DurableNotFound
 from ..ops import durables as ops
-from ..records import KINDS, DeadLetter, DurableInfo, DurableSpec, Kind
+from ..records import DeadLetter, DurableInfo, DurableSpec, Kind
 from ..selector import Selector, compile_filter
 from . import stores
 from .consumer import AsyncConsumer, AsyncListener, AsyncSubscription
@@ -33,28 +32,9 @@ async def create_durable(
     max_deliveries: int | None = None,
 ) -> AsyncDurable:
     """Get or create; the stored spec wins, and must agree on kind and filter."""
-    names.durable_name(name)
-    if kind not in KINDS:
-        raise ConfigError(f"durable kind must be one of {', '.join(KINDS)}, got {kind!r}")
-    if max_deliveries is not None and (_not_int(max_deliveries) or max_deliveries < 1):
-        raise ConfigError(f"max_deliveries must be a positive int, got {max_deliveries!r}")
-    selector = compile_filter(filter)
-    text = selector.expression if selector else None
-    stored_start, group_start, must_exist = _group_start(start)
-    spec = DurableSpec(
-        kind,  # type: ignore[arg-type]
-        text,
-        stored_start,
-        int(time.time() * 1000),
-        max_deliveries,
-        selector.to_json() if selector else None,
-    )
-    stored = await ctx.executor.run(ops.create(k, name, spec, group_start, must_exist))
-    if (stored.kind, stored.filter) != (spec.kind, spec.filter):
-        raise DurableExistsError(
-            f"durable {name!r} on {k.channel!r} exists as kind={stored.kind!r} "
-            f"filter={stored.filter!r}; asked for kind={kind!r} filter={text!r}"
-        )
+    spec, selector, create = new_spec(k, name, kind, start, filter, max_deliveries)
+    stored = await ctx.executor.run(create)
+    check_stored(k, name, stored, spec)
     return AsyncDurable(ctx, k, name, stored, selector)
 
 
@@ -158,9 +138,7 @@ class AsyncDurable:
     ) -> AsyncConsumer:
         """A consumer: `async with durable.consumer(...) as c`, or `c = await durable.consumer()`
         (then `await c.close()`). Attached from then until closed."""
-        self._check_window(prefetch)
-        if prefetch is not None and (_not_int(prefetch) or prefetch <= 0):
-            raise InvalidWindowError(f"prefetch must be a positive int, got {prefetch!r}")
+        check_prefetch(self.kind, self.name, prefetch)
         return self._consumer(name, prefetch, auto_ack, filter, on_notice)
 
     def _consumer(
@@ -171,7 +149,7 @@ class AsyncDurable:
         filter: str | None = None,
         on_notice: Callable[[str], object] | None = None,
     ) -> AsyncConsumer:
-        self._check_window(window)
+        check_window(self.kind, self.name, window)
         consumer_name = names.consumer_name(name) if name is not None else "consumer"
         if auto_ack is None:
             auto_ack = window is None
@@ -199,20 +177,10 @@ class AsyncDurable:
         on_notice: Callable[[str], object] | None = None,
     ) -> AsyncSubscription:
         """Deliver events to `listener(event)` (sync or async) from a task until `close()`."""
-        self._check_window(window)
-        if window is not None and (_not_int(window) or window == 0):
-            raise InvalidWindowError(f"window must be a positive int, got {window!r}")
-        if window is not None and window < 0 and self.kind != "exclusive":
-            window = self.ctx.settings.client_queue_window
+        window = subscription_window(self.kind, self.name, window,
+                                     self.ctx.settings.client_queue_window)  # fmt: skip
         consumer = await self._consumer(name, window, auto_ack, filter, on_notice).attach()
         return AsyncSubscription(consumer, listener, self.ctx.runtime).start()
-
-    def _check_window(self, size: int | None) -> None:
-        if size is not None and self.kind == "exclusive":
-            raise InvalidWindowError(
-                f"a window or prefetch applies to shared and serial durables only; "
-                f"{self.name!r} is exclusive (one consumer, cumulative ack)"
-            )
 
 
 __all__ = ["AsyncDurable", "create_durable", "load_durable"]

@@ -33,7 +33,7 @@ from ..leases import Lease
 from ..ops import channels as channel_ops
 from ..ops import sessions as ops
 from ..records import Interest, SessionInfo, SessionRecord
-from ..session import ALL_KEYS, Overflow, SessionState, StateListener, _interest
+from ..session import ALL_KEYS, Overflow, SessionState, StateListener, _interest, check_options
 from ..session_delivery import interest_matches
 from . import stores
 from .channel import get_channel
@@ -74,16 +74,8 @@ class AsyncSession:
         recovery_buffer: int | None = None,
         auto_ack: bool = True,
     ) -> None:
-        names.session_id(session_id)
-        if not isinstance(timeout, int | float) or timeout <= 0:
-            raise ConfigError(f"session timeout must be a positive number of seconds: {timeout!r}")
-        for label, value in (("max_depth", max_depth), ("recovery_buffer", recovery_buffer),
-                             ("disconnected_max_depth", disconnected_max_depth)):  # fmt: skip
-            if value is not None and (not isinstance(value, int) or isinstance(value, bool)
-                                      or value < 1):  # fmt: skip
-                raise ConfigError(f"{label} must be a positive int, got {value!r}")
-        if overflow not in ("close", "drop_oldest"):
-            raise ConfigError(f"overflow must be 'close' or 'drop_oldest', got {overflow!r}")
+        check_options(session_id, timeout, max_depth, disconnected_max_depth, overflow,
+                      recovery_buffer)  # fmt: skip
         self.ctx = ctx
         self.id = session_id
         self.token = secrets.token_hex(8)
@@ -159,10 +151,8 @@ class AsyncSession:
                            in_flight)  # fmt: skip
 
     def _limits(self) -> str:
-        if self.max_depth is None:
-            return "-"
-        dmax = "" if self.disconnected_max_depth is None else str(self.disconnected_max_depth)
-        return f"{self.max_depth}|{dmax}|{self.overflow}|{self.ctx.lease_ms}"
+        return ops.queue_limits(self.max_depth, self.disconnected_max_depth, self.overflow,
+                                self.ctx.lease_ms)  # fmt: skip
 
     async def _queues(self, limits: str = "") -> list[ops.Queue]:
         live = None if self._state == "disconnected" else True
@@ -171,23 +161,19 @@ class AsyncSession:
             [ops.queue(self.ctx.keys(c), self.id, limits, live) for c in channels]
         )
         for channel, queue in zip(channels, found, strict=True):
-            if queue.dropped:
-                await self._alert(f"durable client session {self.id!r} lost its "
-                                  f"{queue.dropped} oldest queued event(s) on {channel!r}: its "
-                                  f"queue passed its limit (overflow='drop_oldest')")  # fmt: skip
-            if queue.closed:
-                depth, _, limit = queue.closed.removeprefix("closed:").partition("|")
-                await self._overflowed(channel, depth, limit)
+            dropped, closed = ops.overflow_notes(self.id, channel, queue)
+            if dropped:
+                await self._alert(dropped)
+            if closed:
+                await self._overflowed(closed)
         return list(found)
 
     async def _alert(self, message: str) -> None:
         log.warning(message)
         await stores.alert(self.ctx, message, await stores.server_ms(self.ctx), session=self.id)
 
-    async def _overflowed(self, channel: str, depth: str, limit: str) -> None:
-        await self._alert(f"durable client session {self.id!r} was closed: its queue on "
-                          f"{channel!r} reached {depth} events, over its limit of {limit}; "
-                          f"its queue is gone")  # fmt: skip
+    async def _overflowed(self, message: str) -> None:
+        await self._alert(message)
         with contextlib.suppress(DurablesError):
             await stores.remove(self.ctx, self.record)
         self._set_state("closed")
@@ -219,19 +205,13 @@ class AsyncSession:
         ctx = self.ctx
         now = await stores.server_ms(ctx)
         self._clock_offset_ms = now - int(time.time() * 1000)
-        record = await stores.load(ctx, self.id)
-        resumed = record is not None and not record.expired(now)
-        if record is not None and not resumed:
-            await stores.expire(ctx, record, now)
-        if record is None or not resumed:
-            record = SessionRecord(self.id, timeout_ms, now, now)
-        else:
-            for interest in [i for i in record.interests.values() if not i.durable]:
-                await stores.drop_interest(ctx, self.id, interest.channel)
-                del record.interests[interest.channel]
-        record.timeout_ms, record.last_seen_ms, record.disconnected_ms = timeout_ms, now, 0
-        await stores.save(ctx, record)
-        return resumed, record
+        plan = ops.opening(self.id, await stores.load(ctx, self.id), now, timeout_ms)
+        if plan.expired is not None:
+            await stores.expire(ctx, plan.expired, now)
+        for channel in plan.dropped:
+            await stores.drop_interest(ctx, self.id, channel)
+        await stores.save(ctx, plan.record)
+        return plan.resumed, plan.record
 
     async def _resume(self) -> None:
         """The server answers again: be the live client again (see `Session._resume`)."""
@@ -241,10 +221,9 @@ class AsyncSession:
         interests = dict(self.record.interests)
         resumed, self.record = await self._open(self._timeout_ms)
         if not resumed:
-            for channel, interest in interests.items():
-                if interest.durable or channel in self.record.interests:
-                    await self.ctx.executor.run(ops.join(self.ctx.keys(channel), self.id))
-                    self.record.interests[channel] = interest
+            for channel, interest in ops.carried_over(interests, self.record).items():
+                await self.ctx.executor.run(ops.join(self.ctx.keys(channel), self.id))
+                self.record.interests[channel] = interest
             await stores.save(self.ctx, self.record)
         self.resumed = resumed
         self._keep_alive()
