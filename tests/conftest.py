@@ -9,7 +9,8 @@ from __future__ import annotations
 import os
 import shutil
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, cast
 
@@ -67,27 +68,39 @@ def namespace() -> str:
     return f"t{uuid.uuid4().hex[:12]}"
 
 
+Connect = Callable[..., AbstractContextManager[durables.Client]]
 CLIENT_KINDS = ("sync", "aio") if SERVER_KIND == "valkey" else ("sync",)
 """Modules marked `both_clients` run their tests on each; the asyncio client through
 `tests/aio_bridge.py` (the valkey pass only: it tests the client, not the server)."""
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    if "client" in metafunc.fixturenames and metafunc.definition.get_closest_marker("both_clients"):
-        metafunc.parametrize("client", CLIENT_KINDS, indirect=True)
+    marked = metafunc.definition.get_closest_marker("both_clients")
+    if marked and "client_kind" in metafunc.fixturenames:
+        metafunc.parametrize("client_kind", CLIENT_KINDS, indirect=True)
+
+
+@pytest.fixture
+def client_kind(request: pytest.FixtureRequest) -> str:
+    """'sync', or 'aio' in modules marked `both_clients`."""
+    return str(getattr(request, "param", "sync"))
+
+
+@pytest.fixture
+def connect(client_kind: str) -> Connect:
+    """`durables.connect`, or the asyncio client's `connect` behind the sync API."""
+    if client_kind == "aio":
+        return cast(Connect, aio_bridge.connect)
+    return durables.connect
 
 
 @pytest.fixture
 def client(
-    request: pytest.FixtureRequest, server: RedisProcess, namespace: str
+    connect: Connect,
+    server: RedisProcess,
+    namespace: str,
 ) -> Iterator[durables.Client]:
-    """A client in the test's namespace: the sync one, or the asyncio one behind the sync
-    API (`both_clients`)."""
-    if getattr(request, "param", "sync") == "aio":
-        with aio_bridge.connect(server.url, namespace=namespace, **FAST) as bridged:
-            yield cast(durables.Client, bridged)
-        return
-    with durables.connect(server.url, namespace=namespace, **FAST) as c:
+    with connect(server.url, namespace=namespace, **FAST) as c:
         yield c
 
 
