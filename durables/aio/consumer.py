@@ -99,14 +99,22 @@ class AsyncConsumer:
     async def commit(self) -> None:
         """Acknowledge every fetched event not yet acknowledged or rolled back."""
         self._check_open()
-        outstanding, self._outstanding = self._outstanding, []
+        outstanding = list(self._outstanding)
         await self.reader.commit(outstanding)
+        self._forget(outstanding)
 
     async def rollback(self) -> None:
         """Hand back every fetched event not yet acknowledged."""
         self._check_open()
-        outstanding, self._outstanding = self._outstanding, []
-        await self._send(self.reader.rollback(outstanding))
+        outstanding = list(self._outstanding)
+        ops = self.reader.rollback(outstanding)
+        self._forget(outstanding)
+        await self._send(ops)
+
+    def _forget(self, events: list[Event]) -> None:
+        """No longer outstanding (events fetched meanwhile by another task stay)."""
+        done = {id(e) for e in events}
+        self._outstanding = [e for e in self._outstanding if id(e) not in done]
 
     def ack_event(self, event: Event) -> asyncio.Task[None]:
         self._check_open()
