@@ -22,7 +22,7 @@ from .ops import base as op
 from .ops import channels as channel_ops
 from .records import ChannelInfo, FullPolicy, HousekeepReport, SessionRecord
 from .retention import nack_expired, trim_channel
-from .runtime import Housekeeper, Runtime
+from .runtime import AckFlusher, Housekeeper, Runtime
 from .server import EmbeddedServer
 from .session import Overflow, Session
 from .settings import Settings, load_settings
@@ -98,7 +98,8 @@ class Client:
             on_failure=self._heartbeat_failed,
         )
         housekeeper = Housekeeper(self._trim, settings.housekeep_interval_s)
-        self.ctx = Context(executor, settings, Runtime(heartbeat, housekeeper))
+        acks = AckFlusher(settings.ack_flush_interval_s)
+        self.ctx = Context(executor, settings, Runtime(heartbeat, housekeeper, acks))
         heartbeat.start()
 
     def _heartbeat_failed(self) -> None:

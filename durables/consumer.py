@@ -18,6 +18,7 @@ from .errors import ConnectionLostError, ConsumerClosedError
 
 if TYPE_CHECKING:
     from .events import Event
+    from .runtime import AckFlusher
 
 
 class Reader(Protocol):
@@ -44,7 +45,12 @@ class Reader(Protocol):
         """Acknowledge `events`; `defer` lets the reader send it with its next read; without
         `retry` an outage raises at once instead of being waited out."""
 
-    def ack(self, event: Event, outstanding: list[Event]) -> list[Event]: ...
+    def ack(self, event: Event, outstanding: list[Event], *, defer: bool = False) -> list[Event]:
+        """Acknowledge `event` (and, for an exclusive durable, all before it): what stays
+        outstanding; `defer` as for `commit`."""
+
+    def flush_acks(self) -> None:
+        """Send the deferred acknowledgements now."""
 
     def rollback(self, events: Sequence[Event], delay_s: float = 0.0) -> None: ...
 
@@ -54,13 +60,23 @@ class Reader(Protocol):
 class Consumer:
     """A consumer attached to a durable from creation until `close()`."""
 
-    def __init__(self, reader: Reader, *, auto_ack: bool, label: str, block_s: float) -> None:
+    def __init__(
+        self,
+        reader: Reader,
+        *,
+        auto_ack: bool,
+        label: str,
+        block_s: float,
+        acks: AckFlusher | None = None,
+    ) -> None:
         self.label = label
         """What it consumes, for messages and thread names: `Durable('orders', 'billing')`."""
         self.block_s = block_s
         """Longest single wait when iterating, so closing takes effect promptly."""
         self.auto_ack = auto_ack
         self.reader = reader
+        self._acks = acks if acks is not None and acks.interval_s > 0 else None
+        """With `ack_flush_interval_s`: acknowledgements wait for the next read or the flusher."""
         self._outstanding: list[Event] = []
         self._lock = reader.lock  # a listener may ack from another thread
         self._closed = False
@@ -118,8 +134,9 @@ class Consumer:
         """Acknowledge every fetched event not yet acknowledged or rolled back."""
         self._check_open()
         with self._lock:
-            self.reader.commit(self._outstanding)
+            self.reader.commit(self._outstanding, defer=self._acks is not None)
             self._outstanding.clear()
+        self._deferred()
 
     def rollback(self) -> None:
         """Hand back every fetched event not yet acknowledged."""
@@ -131,7 +148,19 @@ class Consumer:
     def ack_event(self, event: Event) -> None:
         self._check_open()
         with self._lock:
-            self._outstanding = self.reader.ack(event, self._outstanding)
+            self._outstanding = self.reader.ack(
+                event, self._outstanding, defer=self._acks is not None
+            )
+        self._deferred()
+
+    def _deferred(self) -> None:
+        if self._acks is not None:
+            self._acks.schedule(self)
+
+    def flush_acks(self) -> None:
+        """Send the acknowledgements waiting for the next read (`ack_flush_interval_s`)."""
+        if not self._closed:
+            self.reader.flush_acks()
 
     def rollback_event(self, event: Event, delay_s: float = 0.0) -> None:
         self._check_open()
@@ -145,6 +174,8 @@ class Consumer:
         events were read but never given to the application."""
         if self._closed:
             return
+        if self._acks is not None:
+            self._acks.cancel(self)  # the release sends the deferred acknowledgements
         try:
             if clean and self.auto_ack and self._outstanding:
                 self.reader.commit(self._outstanding, retry=False)  # closing waits for nothing

@@ -232,7 +232,7 @@ class Durable:
             reader = SharedReader(self.ctx, self.keys, self.name, self.kind, consumer_name,
                                   size, own, on_notice)  # fmt: skip
         return Consumer(reader, auto_ack=auto_ack, label=repr(self),
-                        block_s=self.ctx.settings.block_s)  # fmt: skip
+                        block_s=self.ctx.settings.block_s, acks=self.ctx.runtime.acks)  # fmt: skip
 
     def subscribe(
         self,

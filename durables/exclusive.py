@@ -24,13 +24,6 @@ if TYPE_CHECKING:
     from .selector import Selector
 
 
-FENCE_MARGIN = 0.8
-"""A read (and the blocking wait after it) happens only within this part of the lease since
-the lease was last proven; else the reader proves it alone first. So a holder paused past
-its lease (SIGSTOP, a long pause) reads nothing after a new holder took over; on the fast
-path, reads prove the lease themselves and this costs a clock reading."""
-
-
 class ExclusiveReader(LeaseHolder):
     """The server side of the one consumer attached to an exclusive durable."""
 
@@ -51,7 +44,6 @@ class ExclusiveReader(LeaseHolder):
         )  # fmt: skip
         self._context = self.state.context
         self._epoch = 0
-        self._proven_at = 0.0
 
     @property
     def discarded(self) -> int:
@@ -59,23 +51,20 @@ class ExclusiveReader(LeaseHolder):
 
     def attach(self) -> None:
         self._epoch = self.ctx.executor.epoch
-        sent = self.ctx.clock()
         self.state.on_attach(self.ctx.executor.run(self.state.attach()))
-        self._proven_at = sent
         self.ctx.runtime.heartbeat.add(Lease(self.token, self.state.renew(), self._on_lost))
 
     def _reattach(self) -> None:
         """After an outage or a lapsed lease: take the lease again if it is still free (or
         still ours), and go on where the server says this consumer stands."""
         epoch = self.ctx.executor.epoch
-        sent = self.ctx.clock()
         try:
             counts = self.ctx.executor.run(self.state.attach(), retry=False)
         except DurableInUseError as exc:
             raise LeaseLostError(f"{self._context}: this consumer lost its lease ({exc})") from exc
         with self.lock:
             self.state.on_reattach(counts)
-        self._epoch, self._lost, self._proven_at = epoch, False, sent
+        self._epoch, self._lost = epoch, False
         self.ctx.runtime.heartbeat.add(Lease(self.token, self.state.renew(), self._on_lost))
 
     def read(self, timeout: float) -> list[Event]:
@@ -96,40 +85,28 @@ class ExclusiveReader(LeaseHolder):
 
     def _read(self, deadline: float) -> list[Event]:
         clock, executor = self.ctx.clock, self.ctx.executor
-        margin = self.ctx.settings.lease_timeout_s * FENCE_MARGIN
         while True:
-            if clock() - self._proven_at > margin:
-                # paused past the lease (SIGSTOP, a long pause)? Prove it alone first: a
-                # read pipelined behind a failed proof would still take new events
-                sent = clock()
-                executor.run(self.state.fence(), retry=False)
-                self._proven_at = sent
             with self.lock:
                 ops = self.state.read()
-            sent = clock()
             try:
                 replies = executor.run_all(ops, retry=False)
             except BaseException:
                 with self.lock:
                     self.state.read_failed()
                 raise
-            self._proven_at = sent  # the lease was ours when it was sent
             with self.lock:
                 events, again = self.state.on_read(replies)
             self.ctx.touch(self.k.channel)
-            if events or again:
-                if events:
-                    return events
+            if events:
+                return events
+            if again:
                 continue
-            if replies[1]:  # entries came, all skipped by the filter
+            if replies[-1]:  # entries came, all skipped by the filter
                 return []
-            now = clock()
-            remaining = deadline - now
+            remaining = deadline - clock()
             if remaining <= 0:
                 return []
             seconds = min(remaining, self.ctx.settings.block_s)
-            if now - self._proven_at + seconds > margin:
-                continue  # the wait must end within the proven lease: prove it again first
             entries = executor.run(self.state.wait(seconds), retry=False)
             if entries:
                 with self.lock:
@@ -143,12 +120,22 @@ class ExclusiveReader(LeaseHolder):
         if op is not None:
             self.ctx.touch(self.k.channel)
 
-    def ack(self, event: Event, outstanding: list[Event]) -> list[Event]:
+    def ack(self, event: Event, outstanding: list[Event], *, defer: bool = False) -> list[Event]:
         with self.lock:
-            op, left = self.state.ack(event, outstanding)
-            self.ctx.executor.run(op)
-        self.ctx.touch(self.k.channel)
+            op, left = self.state.ack(event, outstanding, defer=defer)
+            if op is not None:
+                self.ctx.executor.run(op)
+        if op is not None:
+            self.ctx.touch(self.k.channel)
         return left
+
+    def flush_acks(self) -> None:
+        with self.lock:
+            op = self.state.flush()
+            if op is not None:
+                self.ctx.executor.run(op)
+        if op is not None:
+            self.ctx.touch(self.k.channel)
 
     def rollback(self, events: Sequence[Event], delay_s: float = 0.0) -> None:
         with self.lock:

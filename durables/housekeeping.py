@@ -8,6 +8,7 @@ housekeeper thread (`durables.runtime.Housekeeper`). The work itself is in Lua.
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING
 
 from .errors import ChannelNotFound
@@ -19,6 +20,8 @@ from .session_store import reap_expired
 if TYPE_CHECKING:
     from .context import Context
 
+log = logging.getLogger(__name__)
+
 
 def housekeep(ctx: Context) -> HousekeepReport:
     """One round over every channel of the namespace."""
@@ -26,13 +29,19 @@ def housekeep(ctx: Context) -> HousekeepReport:
     for channel in ctx.executor.run(channel_ops.names(ctx.namespace)):
         k = ctx.keys(channel)
         try:
-            reap_channel(ctx, k)
+            orphans = reap_channel(ctx, k)
             nack_expired(ctx, k)
             removed = trim_channel(ctx, k)
         except ChannelNotFound:
             continue  # deleted since it was listed
         report.channels += 1
         report.removed[channel] = removed
+        if orphans:
+            report.orphans[channel] = orphans
+            log.warning(
+                "%d events of %r were pending for consumers no durable knows; handed back",
+                orphans, channel,
+            )  # fmt: skip
     return report
 
 

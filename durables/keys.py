@@ -14,6 +14,10 @@ in one slot and every Lua script runs unchanged on Redis Cluster:
     <ns>:{<ch>}:last                  hash: key -> last value (keyed channels)
     <ns>:{<ch>}:lastid                hash: key -> id of the event that set the last value
     <ns>:{<ch>}:lease:<durable>       string: token of the exclusive holder, with a PX lease
+    <ns>:{<ch>}:gate:<durable>:<token>  stream (empty) with the durable's group: an exclusive
+                                      holder reads it beside the channel, so once a new holder
+                                      deleted it, the old one's reads fail (the fence)
+    <ns>:{<ch>}:gates:<durable>       set: the gate keys of an exclusive durable's holders
     <ns>:{<ch>}:rc:<durable>          hash: pending event id -> redelivery count (only if > 0)
     <ns>:{<ch>}:keep:<durable>        set: pending ids whose count must not rise at the next attach
     <ns>:{<ch>}:members:<durable>     hash: attached consumer id -> its window (shared, serial)
@@ -143,6 +147,12 @@ class ChannelKeys:
     def lease(self, durable: str) -> str:
         return f"{self.prefix}:lease:{durable}"
 
+    def gate(self, durable: str, token: str) -> str:
+        return f"{self.prefix}:gate:{durable}:{token}"
+
+    def gates(self, durable: str) -> str:
+        return f"{self.prefix}:gates:{durable}"
+
     def redeliveries(self, durable: str) -> str:
         return f"{self.prefix}:rc:{durable}"
 
@@ -189,6 +199,7 @@ class ChannelKeys:
         """Every key that belongs to one durable, beside its consumer group."""
         return [
             self.lease(durable),
+            self.gates(durable),  # scripts delete the gates it names first
             self.redeliveries(durable),
             self.keep(durable),
             self.members(durable),

@@ -36,13 +36,13 @@ def nack_expired(ctx: Context, k: ChannelKeys) -> int:
     return ctx.executor.run(ops.nack_expired(k))
 
 
-def reap_channel(ctx: Context, k: ChannelKeys) -> None:
+def reap_channel(ctx: Context, k: ChannelKeys) -> int:
     """Detach dead consumers of the channel's shared and serial durables (their events go
-    back to be dealt again)."""
+    back to be dealt again), and hand back orphans' events: how many orphaned events."""
     kinds = ctx.executor.run(ops.specs(k))
-    reaps = [ops.reap(k, name) for name, kind in sorted(kinds.items()) if kind != "exclusive"]
-    if reaps:
-        ctx.executor.run_all(reaps)
+    ttl_ms = int(ctx.settings.orphan_ttl_s * 1000)
+    names = [name for name, kind in sorted(kinds.items()) if kind != "exclusive"]
+    return sum(ctx.executor.run_all([ops.reap(k, name, ttl_ms) for name in names])) if names else 0
 
 
 def delete_channel(ctx: Context, k: ChannelKeys) -> bool:

@@ -53,6 +53,10 @@ class Settings(BaseSettings):
     """Longest single blocking wait for new events (bounds how fast close() returns)."""
     client_queue_window: int = Field(default=100, ge=1, le=100_000)
     """Default window of a shared or serial consumer when none is given."""
+    ack_flush_interval_s: float = Field(default=0.0, ge=0, le=60)
+    """Acknowledgements wait this long on the client to go out in one batch (with the next
+    read, or on their own when it is due); 0 sends each at once. A crash loses at most this
+    much of acknowledging: those events are delivered again, flagged."""
     housekeep_interval_s: float = Field(default=5.0, ge=0)
     """How often a busy client trims a channel it uses as a side effect."""
     socket_timeout_s: float = Field(default=30.0, gt=0)
@@ -66,6 +70,10 @@ class Settings(BaseSettings):
     dedupe_window_s: float = Field(default=300.0, ge=0, le=86_400)
     """A publish with a `message_id` seen on the channel this recently stores nothing and
     returns the first event's id (a producer may retry after a failover safely)."""
+    orphan_ttl_s: float = Field(default=60.0, ge=0, le=86_400)
+    """Events pending for a consumer a shared or serial durable does not know (an XACK lost
+    in a failover, a reader outside durables) that long are handed back to be dealt again
+    by housekeeping, flagged as redelivered: nobody else could ever acknowledge them."""
     reconnect_timeout_s: float = Field(default=60.0, ge=0)
     """After a dropped connection or a server restart, keep retrying (backoff with jitter)
     this long before giving up (consumers, subscriptions and sessions then end with

@@ -126,9 +126,12 @@ class SharedReader(LeaseHolder):
             self.ctx.executor.run_all(ops, retry=retry)
             self.ctx.touch(self.k.channel)
 
-    def ack(self, event: Event, outstanding: list[Event]) -> list[Event]:
-        self.commit([event])
+    def ack(self, event: Event, outstanding: list[Event], *, defer: bool = False) -> list[Event]:
+        self.commit([event], defer=defer)
         return [e for e in outstanding if e is not event]
+
+    def flush_acks(self) -> None:
+        self._flush()
 
     def rollback(self, events: Sequence[Event], delay_s: float = 0.0) -> None:
         with self.lock:

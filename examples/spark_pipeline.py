@@ -36,7 +36,7 @@ def produce(client: durables.Client, count: int) -> None:
     orders = client.channel("orders")
     client.channel("order-totals").durable("printer")  # before the job: it sees every total
     messages = (
-        durables.Message(order(i), key=f"order-{i}", properties={"region": order(i)["region"]})
+        durables.Message(order(i), key=f"order-{i}", properties={"region": REGIONS[i % 3]})
         for i in range(count)
     )
     ids = orders.publish_many(messages)

@@ -20,6 +20,7 @@ import durables
 
 from . import aio_bridge
 from .cli_support import Cli
+from .secure import SECURE, secure
 from .servers import RedisProcess, server_binary
 
 if TYPE_CHECKING:
@@ -45,16 +46,28 @@ def _private_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 
 
 @pytest.fixture(scope="session")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisProcess]:
+def certificates(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Where the TLS certificates of `DURABLES_TEST_SECURE=1` runs are made (once)."""
+    return tmp_path_factory.mktemp("certs")
+
+
+def _server(proc: RedisProcess, certs: Path) -> RedisProcess:
+    return secure(proc, certs) if SECURE else proc
+
+
+@pytest.fixture(scope="session")
+def server(tmp_path_factory: pytest.TempPathFactory, certificates: Path) -> Iterator[RedisProcess]:
     """One server for the whole run; tests keep apart by namespace."""
-    with RedisProcess(server_binary(SERVER_KIND), tmp_path_factory.mktemp("server")) as proc:
+    proc = RedisProcess(server_binary(SERVER_KIND), tmp_path_factory.mktemp("server"))
+    with _server(proc, certificates):
         yield proc
 
 
 @pytest.fixture
-def fresh_server(tmp_path: Path) -> Iterator[RedisProcess]:
+def fresh_server(tmp_path: Path, certificates: Path) -> Iterator[RedisProcess]:
     """A server of the test's own, with fsync always, for tests that kill it."""
-    with RedisProcess(server_binary(SERVER_KIND), tmp_path / "srv", appendfsync="always") as proc:
+    proc = RedisProcess(server_binary(SERVER_KIND), tmp_path / "srv", appendfsync="always")
+    with _server(proc, certificates):
         yield proc
 
 

@@ -79,11 +79,16 @@ def test_missing_things_raise_not_found(client: durables.Client) -> None:
 
 def test_delete_channel_removes_events_durables_and_registry(client: durables.Client) -> None:
     ch = client.channel("orders")
-    ch.durable("x")
+    dur = ch.durable("x")
     publish(ch, 3)
+    with dur.consumer() as c:  # an exclusive holder's gate
+        assert len(c.fetch(timeout=1)) == 3
+    holder = dur.consumer("still-attached")  # its gate stays until the durable goes
+    assert client.redis.keys(f"{client.namespace}:*gate*")
     assert ch.delete() is True
     assert client.channels() == []
     assert client.redis.keys(f"{client.namespace}:*") == []
+    holder.close()
     assert ch.delete() is False
 
 
@@ -92,7 +97,11 @@ def test_delete_durable_keeps_the_channel_and_the_other_durables(
 ) -> None:
     one, two = channel.durable("one"), channel.durable("two")
     publish(channel, 2)
+    holder = one.consumer()
     assert one.delete() is True and one.delete() is False
+    holder.close()
+    ns = channel.ctx.namespace
+    assert channel.ctx.executor.redis.keys(f"{ns}:*:one*") == []  # its gate went too
     assert two.depth() == 2 and channel.info().durables == ("two",)
 
 

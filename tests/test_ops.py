@@ -11,7 +11,7 @@ from redis.connection import Connection
 from redis.exceptions import NoPermissionError, ResponseError
 
 import durables
-from durables import keys, scripts
+from durables import ConnectionLostError, DurableNotFound, LeaseLostError, keys, scripts
 from durables.ops import channels, sessions
 from durables.ops import durables as durable_ops
 from durables.ops.base import Op, command
@@ -136,15 +136,36 @@ def cursor(**kw: Any) -> ExclusiveCursor:
 
 def test_exclusive_reads_its_history_first_then_new_events() -> None:
     c = cursor()
-    fence, read = c.read()
-    assert fence.script == "ack_exclusive" and fence.args == ("d", "tok", 1000, "")
-    assert read.args[-1] == "0"  # own pending events first
-    events, again = c.on_read([1, [entry("5-0", d="x")]])
+    (read,) = c.read()  # nothing to acknowledge: the read alone
+    gate = K.gate("d", "tok")
+    assert read.args == ("XREADGROUP", "GROUP", "d", "tok", "COUNT", 10,
+                         "STREAMS", K.stream, gate, "0", ">")  # fmt: skip
+    events, again = c.on_read([[entry("5-0", d="x")]])
     assert [e.id for e in events] == ["5-0"] and not again
-    assert c.read()[1].args[-1] == "5-0"
-    events, again = c.on_read([1, []])
+    assert c.read()[-1].args[-2:] == ("5-0", ">")
+    events, again = c.on_read([[]])
     assert events == [] and again  # history done: read new ones at once
-    assert c.read()[1].args[-1] == ">"
+    assert c.read()[-1].args[-2:] == (">", ">")
+
+
+def test_exclusive_reads_and_waits_through_its_gate() -> None:
+    c = cursor()
+    wait = c.wait(0.25)
+    assert wait.args == ("XREADGROUP", "GROUP", "d", "tok", "COUNT", 10, "BLOCK", 250,
+                         "STREAMS", K.stream, K.gate("d", "tok"), ">", ">")  # fmt: skip
+    assert wait.tolerate == {"NOGROUP", "UNBLOCKED"}
+    came = [[K.stream.encode(), [entry("8-0", d="x")]]]
+    assert wait.parse(came) == [entry("8-0", d="x")]
+    assert wait.parse(None) == []
+    gone = ResponseError(f"NOGROUP No such key '{K.gate('d', 'tok')}' or consumer group 'd'")
+    with pytest.raises(LeaseLostError, match="took the durable over"):
+        wait.parse(gone)
+    with pytest.raises(LeaseLostError):
+        wait.parse(ResponseError("UNBLOCKED the stream key no longer exists"))
+    with pytest.raises(DurableNotFound):  # the durable's own group is gone: not a takeover
+        wait.parse(ResponseError(f"NOGROUP No such key '{K.stream}' or consumer group 'd'"))
+    with pytest.raises(ConnectionLostError):  # a demoted primary: reconnect
+        wait.parse(ResponseError("UNBLOCKED force unblock from blocking operation"))
 
 
 def test_exclusive_deferred_ack_rides_with_the_next_read_and_survives_a_failed_send() -> None:
@@ -152,12 +173,12 @@ def test_exclusive_deferred_ack_rides_with_the_next_read_and_survives_a_failed_s
     c.cursor = ">"
     events = c.events([entry("1-0", d="a"), entry("2-0", d="b")])
     assert c.commit(events, defer=True) is None
-    fence, _ = c.read()
-    assert fence.args[-1] == "2-0"
+    ack, _ = c.read()
+    assert ack.script == "ack_exclusive" and ack.args[-1] == "2-0"
     c.read_failed()
     assert c.read()[0].args[-1] == "2-0"  # not lost: sent with the next try
-    c.on_read([1, []])
-    assert c.read()[0].args[-1] == ""
+    c.on_read([0, []])
+    assert len(c.read()) == 1  # nothing left to acknowledge
 
 
 def test_exclusive_acks_never_pass_a_rolled_back_event() -> None:
@@ -168,7 +189,7 @@ def test_exclusive_acks_never_pass_a_rolled_back_event() -> None:
     ack = c.commit(events)
     assert ack is not None and ack.args[-1] == "1-0"  # stops below the rolled-back 2-0
     explicit, left = c.ack(events[2], events)
-    assert explicit.args[-1] == "3-0" and left == []
+    assert explicit is not None and explicit.args[-1] == "3-0" and left == []
     assert c.limit is None  # an explicit cumulative ack went past it
 
 

@@ -4,7 +4,6 @@ the embedded valkey is built without TLS)."""
 from __future__ import annotations
 
 import shutil
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,25 +12,8 @@ import pytest
 import durables
 from durables import ConnectionLostError
 
+from .secure import make_certificates, tls_config
 from .servers import RedisProcess, free_port, server_binary
-
-
-def openssl(*args: str | Path) -> None:
-    subprocess.run(["openssl", *map(str, args)], check=True, capture_output=True)
-
-
-def make_certificates(directory: Path) -> dict[str, Path]:
-    """A throwaway CA and a server certificate for 127.0.0.1."""
-    ca, ca_key = directory / "ca.crt", directory / "ca.key"
-    crt, key, csr, ext = (directory / n for n in ("server.crt", "server.key", "s.csr", "san.ext"))
-    ext.write_text("subjectAltName=IP:127.0.0.1\n")
-    openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
-            "-subj", "/CN=durables-test-ca", "-keyout", ca_key, "-out", ca)  # fmt: skip
-    openssl("req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=127.0.0.1",
-            "-keyout", key, "-out", csr)  # fmt: skip
-    openssl("x509", "-req", "-in", csr, "-CA", ca, "-CAkey", ca_key, "-CAcreateserial",
-            "-days", "1", "-extfile", ext, "-out", crt)  # fmt: skip
-    return {"ca.crt": ca, "server.crt": crt, "server.key": key}
 
 
 @pytest.fixture
@@ -40,13 +22,7 @@ def tls_server(tmp_path: Path) -> Iterator[tuple[RedisProcess, int, Path]]:
         pytest.skip("needs Debian's redis-server (built with TLS) and openssl; CI installs them")
     certs = make_certificates(tmp_path)
     tls_port = free_port()
-    extra = {
-        "tls-port": str(tls_port),
-        "tls-cert-file": str(certs["server.crt"]),
-        "tls-key-file": str(certs["server.key"]),
-        "tls-ca-cert-file": str(certs["ca.crt"]),
-        "tls-auth-clients": "no",
-    }
+    extra = tls_config(certs, tls_port)
     proc = RedisProcess(server_binary("redis"), tmp_path / "srv", extra=extra).start()
     try:
         yield proc, tls_port, certs["ca.crt"]

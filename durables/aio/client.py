@@ -18,7 +18,7 @@ from . import stores
 from .channel import AsyncChannel, channel_infos, get_channel, open_channel
 from .context import AsyncContext
 from .executor import AsyncExecutor
-from .runtime import AsyncHeartbeat, AsyncHousekeeper, AsyncRuntime
+from .runtime import AsyncAckFlusher, AsyncHeartbeat, AsyncHousekeeper, AsyncRuntime
 from .session import AsyncSession
 from .transport import connect as open_redis
 
@@ -58,7 +58,9 @@ class AsyncClient:
             on_failure=self._heartbeat_failed,
         )
         housekeeper = AsyncHousekeeper(self._trim, settings.housekeep_interval_s)
-        self.ctx = AsyncContext(executor, settings, AsyncRuntime(heartbeat, housekeeper))
+        acks = AsyncAckFlusher(settings.ack_flush_interval_s)
+        runtime = AsyncRuntime(heartbeat, housekeeper, acks)
+        self.ctx = AsyncContext(executor, settings, runtime)
 
     async def start(self) -> None:
         """Check the server and load the scripts (done by `connect()`)."""

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from ..events import Event
     from ..ops.base import Op
     from .readers import AsyncReader
-    from .runtime import AsyncRuntime
+    from .runtime import AsyncAckFlusher, AsyncRuntime
 
 log = logging.getLogger(__name__)
 AsyncListener = Callable[["Event"], "Awaitable[object] | object"]
@@ -33,11 +33,21 @@ AsyncListener = Callable[["Event"], "Awaitable[object] | object"]
 class AsyncConsumer:
     """A consumer of a durable: attached by `await` or `async with`, until `close()`."""
 
-    def __init__(self, reader: AsyncReader, *, auto_ack: bool, label: str, block_s: float) -> None:
+    def __init__(
+        self,
+        reader: AsyncReader,
+        *,
+        auto_ack: bool,
+        label: str,
+        block_s: float,
+        acks: AsyncAckFlusher | None = None,
+    ) -> None:
         self.label = label
         self.block_s = block_s
         self.auto_ack = auto_ack
         self.reader = reader
+        self._acks = acks if acks is not None and acks.interval_s > 0 else None
+        """With `ack_flush_interval_s`: acknowledgements wait for the next read or the flusher."""
         self._outstanding: list[Event] = []
         self._attached = False
         self._closed = False
@@ -100,8 +110,9 @@ class AsyncConsumer:
         """Acknowledge every fetched event not yet acknowledged or rolled back."""
         self._check_open()
         outstanding = list(self._outstanding)
-        await self.reader.commit(outstanding)
+        await self.reader.commit(outstanding, defer=self._acks is not None)
         self._forget(outstanding)
+        self._deferred()
 
     async def rollback(self) -> None:
         """Hand back every fetched event not yet acknowledged."""
@@ -118,8 +129,20 @@ class AsyncConsumer:
 
     def ack_event(self, event: Event) -> asyncio.Task[None]:
         self._check_open()
-        ops, self._outstanding = self.reader.ack(event, self._outstanding)
+        ops, self._outstanding = self.reader.ack(
+            event, self._outstanding, defer=self._acks is not None
+        )
+        self._deferred()
         return self._start(ops)
+
+    def _deferred(self) -> None:
+        if self._acks is not None:
+            self._acks.schedule(self)
+
+    async def flush_acks(self) -> None:
+        """Send the acknowledgements waiting for the next read (`ack_flush_interval_s`)."""
+        if not self._closed:
+            await self._send(self.reader.flush())
 
     def rollback_event(self, event: Event, delay_s: float = 0.0) -> asyncio.Task[None]:
         self._check_open()
@@ -148,6 +171,8 @@ class AsyncConsumer:
         """Detach. A clean close with auto-ack acknowledges what was fetched."""
         if self._closed:
             return
+        if self._acks is not None:
+            self._acks.cancel(self)  # the release sends the deferred acknowledgements
         try:
             if self._sending is not None:
                 async with self._sending:

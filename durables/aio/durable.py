@@ -164,7 +164,8 @@ class AsyncDurable:
             reader = AsyncSharedReader(self.ctx, self.keys, self.name, self.kind, consumer_name,
                                        size, own, on_notice)  # fmt: skip
         return AsyncConsumer(reader, auto_ack=auto_ack, label=repr(self),
-                             block_s=self.ctx.settings.block_s)  # fmt: skip
+                             block_s=self.ctx.settings.block_s,
+                             acks=self.ctx.runtime.acks)  # fmt: skip
 
     async def subscribe(
         self,

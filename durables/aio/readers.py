@@ -16,7 +16,6 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ..errors import ConnectionLostError, DurableInUseError, LeaseLostError
-from ..exclusive import FENCE_MARGIN
 from ..leases import Lease, LeaseHolder
 from ..ops.exclusive import ExclusiveCursor
 from ..ops.shared import SharedHandout
@@ -48,8 +47,14 @@ class AsyncReader(Protocol):
         self, events: Sequence[Event], *, defer: bool = False, retry: bool = True
     ) -> None: ...
 
-    def ack(self, event: Event, outstanding: list[Event]) -> tuple[list[Op[Any]], list[Event]]:
-        """The state changes at once; the operations to send, and what stays outstanding."""
+    def ack(
+        self, event: Event, outstanding: list[Event], *, defer: bool = False
+    ) -> tuple[list[Op[Any]], list[Event]]:
+        """The state changes at once; the operations to send (none when `defer`red to the
+        next read), and what stays outstanding."""
+
+    def flush(self) -> list[Op[Any]]:
+        """The deferred acknowledgements, to send now."""
 
     def rollback(self, events: Sequence[Event], delay_s: float = 0.0) -> list[Op[Any]]: ...
 
@@ -78,7 +83,6 @@ class AsyncExclusiveReader(LeaseHolder):
         )  # fmt: skip
         self._context = self.state.context
         self._epoch = 0
-        self._proven_at = 0.0
 
     @property
     def discarded(self) -> int:
@@ -86,20 +90,17 @@ class AsyncExclusiveReader(LeaseHolder):
 
     async def attach(self) -> None:
         self._epoch = self.ctx.executor.epoch
-        sent = self.ctx.clock()
         self.state.on_attach(await self.ctx.executor.run(self.state.attach()))
-        self._proven_at = sent
         self.ctx.runtime.heartbeat.add(Lease(self.token, self.state.renew(), self._on_lost))
 
     async def _reattach(self) -> None:
         epoch = self.ctx.executor.epoch
-        sent = self.ctx.clock()
         try:
             counts = await self.ctx.executor.run(self.state.attach(), retry=False)
         except DurableInUseError as exc:
             raise LeaseLostError(f"{self._context}: this consumer lost its lease ({exc})") from exc
         self.state.on_reattach(counts)
-        self._epoch, self._lost, self._proven_at = epoch, False, sent
+        self._epoch, self._lost = epoch, False
         self.ctx.runtime.heartbeat.add(Lease(self.token, self.state.renew(), self._on_lost))
 
     async def read(self, timeout: float) -> list[Event]:
@@ -118,35 +119,25 @@ class AsyncExclusiveReader(LeaseHolder):
 
     async def _read(self, deadline: float) -> list[Event]:
         clock, executor = self.ctx.clock, self.ctx.executor
-        margin = self.ctx.settings.lease_timeout_s * FENCE_MARGIN
         while True:
-            if clock() - self._proven_at > margin:
-                sent = clock()
-                await executor.run(self.state.fence(), retry=False)
-                self._proven_at = sent
             ops = self.state.read()
-            sent = clock()
             try:
                 replies = await executor.run_all(ops, retry=False)
             except BaseException:
                 self.state.read_failed()
                 raise
-            self._proven_at = sent
             events, again = self.state.on_read(replies)
             self.ctx.touch(self.k.channel)
-            if events or again:
-                if events:
-                    return events
+            if events:
+                return events
+            if again:
                 continue
-            if replies[1]:
+            if replies[-1]:  # entries came, all skipped by the filter
                 return []
-            now = clock()
-            remaining = deadline - now
+            remaining = deadline - clock()
             if remaining <= 0:
                 return []
             seconds = min(remaining, self.ctx.settings.block_s)
-            if now - self._proven_at + seconds > margin:
-                continue
             entries = await executor.run(self.state.wait(seconds), retry=False)
             if entries:
                 return self.state.events(entries)
@@ -159,9 +150,15 @@ class AsyncExclusiveReader(LeaseHolder):
             await self.ctx.executor.run(op, retry=retry)
             self.ctx.touch(self.k.channel)
 
-    def ack(self, event: Event, outstanding: list[Event]) -> tuple[list[Op[Any]], list[Event]]:
-        op, left = self.state.ack(event, outstanding)
-        return [op], left
+    def ack(
+        self, event: Event, outstanding: list[Event], *, defer: bool = False
+    ) -> tuple[list[Op[Any]], list[Event]]:
+        op, left = self.state.ack(event, outstanding, defer=defer)
+        return ([] if op is None else [op]), left
+
+    def flush(self) -> list[Op[Any]]:
+        op = self.state.flush()
+        return [] if op is None else [op]
 
     def rollback(self, events: Sequence[Event], delay_s: float = 0.0) -> list[Op[Any]]:
         op = self.state.rollback(events)
@@ -267,9 +264,14 @@ class AsyncSharedReader(LeaseHolder):
                 await self.ctx.executor.run_all(ops, retry=retry)
                 self.ctx.touch(self.k.channel)
 
-    def ack(self, event: Event, outstanding: list[Event]) -> tuple[list[Op[Any]], list[Event]]:
+    def ack(
+        self, event: Event, outstanding: list[Event], *, defer: bool = False
+    ) -> tuple[list[Op[Any]], list[Event]]:
         self.state.commit([event])
-        return self.state.flush(), [e for e in outstanding if e is not event]
+        return ([] if defer else self.state.flush()), [e for e in outstanding if e is not event]
+
+    def flush(self) -> list[Op[Any]]:
+        return self.state.flush()
 
     def rollback(self, events: Sequence[Event], delay_s: float = 0.0) -> list[Op[Any]]:
         op = self.state.rollback(events, delay_s)

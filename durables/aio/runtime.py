@@ -137,12 +137,67 @@ class AsyncHousekeeper:
         await asyncio.gather(*tasks, return_exceptions=True)
 
 
-class AsyncRuntime:
-    """Owns a client's tasks: workers, the housekeeper, the heartbeat; stopped in that order."""
+class AsyncDeferring(Protocol):
+    async def flush_acks(self) -> None: ...
 
-    def __init__(self, heartbeat: AsyncHeartbeat, housekeeper: AsyncHousekeeper) -> None:
+
+class AsyncAckFlusher:
+    """Sends deferred acknowledgements that no read carried out within `interval_s`
+    (`ack_flush_interval_s`), each owner's from a task of its own; `close()` sends what is
+    left (as `durables.runtime.AckFlusher`)."""
+
+    def __init__(self, interval_s: float) -> None:
+        self.interval_s = interval_s
+        self._due: dict[int, tuple[AsyncDeferring, asyncio.Task[None]]] = {}
+        self._closed = False
+
+    def schedule(self, owner: AsyncDeferring) -> None:
+        """`owner` holds deferred acks: flush them within the interval."""
+        if id(owner) in self._due or self._closed:
+            return
+        task = asyncio.get_running_loop().create_task(self._later(owner))
+        self._due[id(owner)] = (owner, task)
+
+    def cancel(self, owner: AsyncDeferring) -> None:
+        due = self._due.pop(id(owner), None)
+        if due is not None and due[1] is not asyncio.current_task():
+            due[1].cancel()
+
+    async def _later(self, owner: AsyncDeferring) -> None:
+        await asyncio.sleep(self.interval_s)
+        self._due.pop(id(owner), None)
+        await self._flush_quietly(owner)
+
+    @staticmethod
+    async def _flush_quietly(owner: AsyncDeferring) -> None:
+        try:
+            await owner.flush_acks()
+        except DurablesError as exc:  # the next read carries them, or the close
+            log.warning("deferred acknowledgements of %r not sent yet: %s", owner, exc)
+
+    async def close(self) -> None:
+        self._closed = True
+        due, self._due = list(self._due.values()), {}
+        for _, task in due:
+            task.cancel()
+        await asyncio.gather(*(task for _, task in due), return_exceptions=True)
+        for owner, _ in due:
+            await self._flush_quietly(owner)
+
+
+class AsyncRuntime:
+    """Owns a client's tasks: workers, the ack flusher, the housekeeper, the heartbeat;
+    stopped in that order."""
+
+    def __init__(
+        self,
+        heartbeat: AsyncHeartbeat,
+        housekeeper: AsyncHousekeeper,
+        acks: AsyncAckFlusher | None = None,
+    ) -> None:
         self.heartbeat = heartbeat
         self.housekeeper = housekeeper
+        self.acks = acks or AsyncAckFlusher(0.0)
         self._workers: dict[int, AsyncClosable] = {}
 
     def own(self, worker: AsyncClosable) -> None:
@@ -159,8 +214,10 @@ class AsyncRuntime:
                 await worker.close()
             except DurablesError as exc:
                 log.warning("closing %r: %s", worker, exc)
+        await self.acks.close()
         await self.housekeeper.close()
         await self.heartbeat.close()
 
 
-__all__ = ["AsyncClosable", "AsyncHeartbeat", "AsyncHousekeeper", "AsyncRuntime"]
+__all__ = ["AsyncAckFlusher", "AsyncClosable", "AsyncDeferring", "AsyncHeartbeat",
+           "AsyncHousekeeper", "AsyncRuntime"]  # fmt: skip

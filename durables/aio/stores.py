@@ -100,11 +100,13 @@ async def nack_expired(ctx: AsyncContext, k: ChannelKeys) -> int:
     return await ctx.executor.run(hk_ops.nack_expired(k))
 
 
-async def reap_channel(ctx: AsyncContext, k: ChannelKeys) -> None:
+async def reap_channel(ctx: AsyncContext, k: ChannelKeys) -> int:
     kinds = await ctx.executor.run(hk_ops.specs(k))
-    reaps = [hk_ops.reap(k, name) for name, kind in sorted(kinds.items()) if kind != "exclusive"]
-    if reaps:
-        await ctx.executor.run_all(reaps)
+    ttl_ms = int(ctx.settings.orphan_ttl_s * 1000)
+    names = [name for name, kind in sorted(kinds.items()) if kind != "exclusive"]
+    if not names:
+        return 0
+    return sum(await ctx.executor.run_all([hk_ops.reap(k, name, ttl_ms) for name in names]))
 
 
 async def delete_channel(ctx: AsyncContext, k: ChannelKeys) -> bool:
@@ -220,11 +222,17 @@ async def housekeep(ctx: AsyncContext) -> HousekeepReport:
     for channel in await ctx.executor.run(channel_ops.names(ctx.namespace)):
         k = ctx.keys(channel)
         try:
-            await reap_channel(ctx, k)
+            orphans = await reap_channel(ctx, k)
             await nack_expired(ctx, k)
             removed = await trim_channel(ctx, k)
         except ChannelNotFound:
             continue
         report.channels += 1
         report.removed[channel] = removed
+        if orphans:
+            report.orphans[channel] = orphans
+            log.warning(
+                "%d events of %r were pending for consumers no durable knows; handed back",
+                orphans, channel,
+            )  # fmt: skip
     return report

@@ -7,6 +7,8 @@
 -- KEYS[3]  the durable's lease
 -- KEYS[4]  the durable's redelivery counts (hash id -> count)
 -- KEYS[5]  the durable's keep set (ids whose count must not rise)
+-- KEYS[6]  the durable's gates set
+-- KEYS[7]  the new holder's gate (an empty stream given the durable's group)
 -- ARGV[1]  durable name (the group)
 -- ARGV[2]  the new holder's token (its consumer name in the group)
 -- ARGV[3]  lease length in milliseconds
@@ -14,6 +16,7 @@
 -- Errors   NODURABLE, INUSE <holder token>; NOGROUP (Redis's own) if the durable's spec
 --          is there but its group is gone.
 --@include pool
+--@include gates
 local stream, group, me = KEYS[1], ARGV[1], ARGV[2]
 if redis.call('HEXISTS', KEYS[2], group) == 0 then
   return redis.error_reply('NODURABLE the durable does not exist')
@@ -23,6 +26,11 @@ if holder and holder ~= me then
   return redis.error_reply('INUSE ' .. holder)
 end
 redis.call('SET', KEYS[3], me, 'PX', ARGV[3])
+drop_gates(KEYS[6], KEYS[7])  -- earlier holders can read nothing more
+redis.call('SADD', KEYS[6], KEYS[7])
+if redis.call('EXISTS', KEYS[7]) == 0 then
+  redis.call('XGROUP', 'CREATE', KEYS[7], group, '$', 'MKSTREAM')
+end
 for _, consumer in ipairs(redis.call('XINFO', 'CONSUMERS', stream, group)) do
   local name = consumer[2]
   if name ~= me then

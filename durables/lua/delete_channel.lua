@@ -8,6 +8,7 @@
 -- ARGV[1..] the channel's durable names, as the caller listed them
 -- Returns  1 deleted, 0 no such channel, -1 the durables changed meanwhile (list again and retry).
 -- Errors   none of its own.
+--@include gates
 if redis.call('EXISTS', KEYS[2]) == 0 then
   return 0
 end
@@ -19,6 +20,7 @@ for _, name in ipairs(ARGV) do
     return -1
   end
 end
+drop_gates_in(KEYS)
 for _, key in ipairs(KEYS) do
   redis.call('DEL', key)
 end

@@ -1,6 +1,7 @@
 -- Housekeeping for a shared or serial durable nobody is fetching from: detach consumers
--- whose lease lapsed (their events go back first in line, one delivery more) and move
--- due delayed rollbacks into the line.
+-- whose lease lapsed (their events go back first in line, one delivery more), move due
+-- delayed rollbacks into the line, and hand back the events of orphans (consumers of the
+-- group that are no members, idle past the orphan ttl).
 -- KEYS[1]  the channel's stream
 -- KEYS[2]  the durable's members hash
 -- KEYS[3]  the durable's alive zset
@@ -9,15 +10,17 @@
 -- KEYS[6]  the durable's delayed zset
 -- KEYS[7]  the durable's redelivery counts
 -- ARGV[1]  durable name (the group)
--- Returns  1.
+-- ARGV[2]  the orphan ttl in milliseconds
+-- Returns  how many orphaned events were handed back.
 -- Errors   none of its own.
 --@include clock
 --@include ids
 --@include pool
 --@include members
 --@include reap
-reap({
+local d = {
   stream = KEYS[1], members = KEYS[2], alive = KEYS[3], ring = KEYS[4], redo = KEYS[5],
   delayed = KEYS[6], counts = KEYS[7], group = ARGV[1],
-}, now_ms())
-return 1
+}
+reap(d, now_ms())
+return reap_orphans(d, tonumber(ARGV[2]))

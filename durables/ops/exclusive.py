@@ -2,9 +2,14 @@
 
 Every holder reads as a consumer of its own (its token), so a new holder claims its
 predecessors' pending events at attach and gets them first. Each read is one round
-trip: the lease check, its renewal and the deferred cumulative ack (`ack_exclusive.lua`),
-then a plain `XREADGROUP`. The reader asks this class what to send (`read()`), sends
-it, and hands back what came (`on_read`).
+trip: the deferred cumulative ack (`ack_exclusive.lua`, which also proves and renews the
+lease), then `XREADGROUP` of the channel's stream together with the holder's gate, an
+empty stream of its own: a new holder deletes the others' gates when it attaches, so a
+holder paused past its lease reads nothing once another took over (its read, or its
+blocked wait, fails with NOGROUP / UNBLOCKED, which means `LeaseLostError`). The server
+checks both streams' groups before it reads either, so the fence costs no round trip and
+no script. The reader asks this class what to send (`read()`), sends it, and hands back
+what came (`on_read`).
 
 Redelivery counts are ours (the PEL's count also rises on history reads): on a
 fresh attach every pending event counts one more delivery, except those rolled
@@ -13,14 +18,39 @@ back (seed 003: count and flag unchanged) or read but never handed out.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
+from redis.exceptions import ResponseError
+
 from .. import ids, keys
+from ..errors import LeaseLostError
 from ..events import Event, event_from_entry
-from ..replies import entries_read
+from ..replies import error_word, streams_read, translate
 from ..selector import Selector
 from .base import Op, as_bool, command, script
+
+GATE_GONE = frozenset({"NOGROUP", "UNBLOCKED"})
+"""A read's error words that go to its parser: the gate (or the channel) is gone."""
+
+
+def _gated(gate: str, context: str) -> Callable[[Any], list[Any]]:
+    """The parser of a gated read: the channel's entries, or `LeaseLostError` when the
+    holder's gate is gone (another holder took over)."""
+
+    def parse(reply: Any) -> list[Any]:
+        if isinstance(reply, ResponseError):
+            word, rest = error_word(reply)
+            if (word == "NOGROUP" and gate in rest) or (
+                word == "UNBLOCKED" and "no longer exists" in rest
+            ):
+                raise LeaseLostError(f"{context}: another consumer took the durable over")
+            raise translate(reply, context)
+        return [entry for key, entries in streams_read(reply) if key != gate_bytes
+                for entry in entries]  # fmt: skip
+
+    gate_bytes = gate.encode()
+    return parse
 
 
 def _counts(flat: Any) -> dict[str, int]:
@@ -45,6 +75,8 @@ class ExclusiveCursor:
         self.selectors = list(selectors)
         self.context = f"exclusive durable {durable!r} on {k.channel!r}"
         self._fence_keys = (k.stream, k.lease(durable), k.redeliveries(durable), k.keep(durable))
+        self.gate = k.gate(durable, token)
+        self._parse = _gated(self.gate, self.context)
         self.counts: dict[str, int] = {}
         self.cursor = "0"  # re-read own pending events first, then '>'
         self.limit: tuple[int, int] | None = None  # first rolled-back id: acks stop below it
@@ -64,7 +96,7 @@ class ExclusiveCursor:
         return script(
             "attach_exclusive",
             [k.stream, k.durables, k.lease(self.durable), k.redeliveries(self.durable),
-             k.keep(self.durable)],
+             k.keep(self.durable), k.gates(self.durable), self.gate],
             [self.durable, self.token, self.lease_ms],
             parse=_counts, context=self.context,
         )  # fmt: skip
@@ -79,10 +111,6 @@ class ExclusiveCursor:
         self.cursor = "0"
         self.resumed_below = self.handed
 
-    def fence(self) -> Op[Any]:
-        """Prove (and renew) the lease alone, acknowledging nothing: LEASELOST if lapsed."""
-        return self._ack("")
-
     def renew(self) -> Op[bool]:
         return script("renew_lease", [self.k.lease(self.durable)], [self.token, self.lease_ms],
                       parse=as_bool, context=self.context)  # fmt: skip
@@ -90,12 +118,15 @@ class ExclusiveCursor:
     # -- reading --------------------------------------------------------------------------
 
     def read(self) -> list[Op[Any]]:
-        """The fenced read: lease check + deferred ack, then `XREADGROUP` at the cursor."""
+        """The deferred ack, if any (it proves and renews the lease too), then the gated
+        `XREADGROUP` at the cursor."""
         self._in_flight, self.deferred = self.deferred, None
         read = command("XREADGROUP", "GROUP", self.durable, self.token, "COUNT", self.batch,
-                       "STREAMS", self.k.stream, self.cursor,
-                       parse=entries_read, context=self.context)  # fmt: skip
-        return [self._ack(self._in_flight or ""), read]
+                       "STREAMS", self.k.stream, self.gate, self.cursor, ">",
+                       parse=self._parse, context=self.context, tolerate=GATE_GONE)  # fmt: skip
+        if self._in_flight is None:
+            return [read]
+        return [self._ack(self._in_flight), read]
 
     def read_failed(self) -> None:
         """The read was not sent (or its reply lost): the deferred ack goes with the next."""
@@ -105,40 +136,49 @@ class ExclusiveCursor:
 
     def on_read(self, replies: Sequence[Any]) -> tuple[list[Event], bool]:
         """(events, again): `again` when the inherited history is done and the new events
-        should be read at once."""
+        should be read at once. `replies` are those of `read()`'s operations."""
         self._in_flight = None
-        entries = replies[1]
+        entries = replies[-1]
         if self.cursor != ">":  # own pending events first (a takeover's inheritance)
             self.cursor = entries[-1][0].decode() if entries else ">"
             return self.events(entries), not entries
         return self.events(entries), False
 
     def wait(self, seconds: float) -> Op[list[Any]]:
-        """Block until new events come and take them: one round trip on wake-up. Holders
-        read as consumers of their own, so even a holder whose lease lapsed while blocked
-        only takes events into its own pending list, for the next holder to inherit."""
+        """Block until new events come and take them: one round trip on wake-up. Gated like
+        a read: once another holder took over, the wait fails instead of taking events."""
         return command("XREADGROUP", "GROUP", self.durable, self.token, "COUNT", self.batch,
-                       "BLOCK", max(1, int(seconds * 1000)), "STREAMS", self.k.stream, ">",
-                       parse=entries_read, context=self.context)  # fmt: skip
+                       "BLOCK", max(1, int(seconds * 1000)),
+                       "STREAMS", self.k.stream, self.gate, ">", ">",
+                       parse=self._parse, context=self.context, tolerate=GATE_GONE)  # fmt: skip
 
     def events(self, entries: Sequence[Any]) -> list[Event]:
         channel, counts, selectors = self.k.channel, self.counts, self.selectors
-        held = self.resumed_below if self.cursor != ">" else None
+        # History reads after a re-attach skip what the application holds already; new
+        # reads skip what is not new: a group whose last-delivered-id went back (an AOF
+        # restart, a failover before the XACKs replicated) offers acknowledged events again
+        held = self.resumed_below if self.cursor != ">" else self.handed
         events = []
         for entry in entries:
             if held is not None and ids.key(entry[0].decode()) <= held:
                 self.discarded += 1
-                continue  # handed out before the outage: the application holds it
+                if self.cursor == ">":
+                    self._skip(entry[0].decode())
+                continue  # handed out before: the application has (or had) it
             event = event_from_entry(channel, entry, counts)
             if event is None or (
                 selectors and not all(s.matches(event.key, event.properties) for s in selectors)
             ):
-                self.skipped = entry[0].decode()  # acknowledged with the next cumulative ack
+                self._skip(entry[0].decode())  # acknowledged with the next cumulative ack
                 continue
             events.append(event)
         if events:
             self.handed = max(self.handed, ids.key(events[-1].id))
         return events
+
+    def _skip(self, event_id: str) -> None:
+        if self.skipped is None or ids.key(event_id) > ids.key(self.skipped):
+            self.skipped = event_id
 
     # -- acknowledging --------------------------------------------------------------------
 
@@ -163,13 +203,25 @@ class ExclusiveCursor:
             self.skipped = None
         return None
 
-    def ack(self, event: Event, outstanding: list[Event]) -> tuple[Op[Any], list[Event]]:
-        """An explicit ack of `event` and all before it: the op, and what stays outstanding."""
+    def ack(
+        self, event: Event, outstanding: list[Event], *, defer: bool = False
+    ) -> tuple[Op[Any] | None, list[Event]]:
+        """An explicit ack of `event` and all before it: the op (None when deferred to ride
+        with the next read), and what stays outstanding."""
         upto = ids.key(event.id)
-        op = self.ack_upto(event.id)
+        if defer:
+            op = None
+            if self.deferred is None or ids.key(self.deferred) < upto:
+                self.deferred = event.id
+        else:
+            op = self.ack_upto(event.id)
         if self.limit is not None and self.limit <= upto:
             self.limit = None  # an explicit cumulative ack went past the rolled-back event
         return op, [e for e in outstanding if ids.key(e.id) > upto]
+
+    def flush(self) -> Op[Any] | None:
+        """The deferred ack now, if one waits."""
+        return None if self.deferred is None else self.ack_upto(self.deferred)
 
     def ack_upto(self, event_id: str) -> Op[Any]:
         if self.deferred is not None and ids.key(self.deferred) > ids.key(event_id):
@@ -191,7 +243,8 @@ class ExclusiveCursor:
     def release(self, unhanded: Sequence[Event]) -> list[Op[Any]]:
         """Send the deferred ack, then give up the lease (unhanded events keep their count)."""
         ops = [] if self.deferred is None else [self.ack_upto(self.deferred)]
-        release_keys = [self.k.lease(self.durable), self.k.keep(self.durable)]
+        release_keys = [self.k.lease(self.durable), self.k.keep(self.durable),
+                        self.k.gates(self.durable), self.gate]  # fmt: skip
         args = [self.token, *(e.id for e in unhanded)]
         ops.append(script("release_exclusive", release_keys, args, context=self.context))
         return ops

@@ -30,15 +30,16 @@ def specs(k: keys.ChannelKeys) -> Op[dict[str, str]]:
     return command("HGETALL", k.durables, parse=parse, context=f"reap {k.channel!r}")
 
 
-def reap(k: keys.ChannelKeys, durable: str) -> Op[Any]:
-    """Detach a shared or serial durable's consumers whose lease lapsed."""
+def reap(k: keys.ChannelKeys, durable: str, orphan_ttl_ms: int) -> Op[int]:
+    """Detach a shared or serial durable's consumers whose lease lapsed, and hand back the
+    events of orphans (consumers it does not know, idle `orphan_ttl_ms`): how many."""
     d = durable
     return script(
         "reap_shared",
         [k.stream, k.members(d), k.alive(d), k.ring(d), k.redo(d), k.delayed(d),
          k.redeliveries(d)],
-        [d],
-        context=f"reap {k.channel!r}",
+        [d, orphan_ttl_ms],
+        parse=as_int, context=f"reap {k.channel!r}",
     )  # fmt: skip
 
 

@@ -18,3 +18,28 @@ local function reap(d, now)
     push_front(d.redo, sort_ids(due))
   end
 end
+
+-- Events pending for a consumer that is not a member (nor the pool) and has been idle
+-- `ttl` ms or more: nobody can acknowledge them any more (an XACK lost in a failover,
+-- a reader outside durables). They go back first in line, one delivery more, and the
+-- consumer leaves the group. Returns how many events came back.
+local function reap_orphans(d, ttl)
+  local back = {}
+  for _, info in ipairs(redis.call('XINFO', 'CONSUMERS', d.stream, d.group)) do
+    local fields = {}
+    for i = 1, #info, 2 do
+      fields[info[i]] = info[i + 1]
+    end
+    local name = fields['name']
+    if name ~= POOL and fields['idle'] >= ttl
+        and redis.call('HEXISTS', d.members, name) == 0 then
+      for _, id in ipairs(claim(d.stream, d.group, POOL, pending_of(d.stream, d.group, name))) do
+        back[#back + 1] = id
+        redis.call('HINCRBY', d.counts, id, 1)
+      end
+      redis.call('XGROUP', 'DELCONSUMER', d.stream, d.group, name)
+    end
+  end
+  push_front(d.redo, sort_ids(back))
+  return #back
+end

@@ -1,0 +1,24 @@
+-- Library (`--@include gates`): the fence of exclusive durables. Each holder reads, beside
+-- the channel's stream, an empty stream of its own (its gate) that has the durable's group;
+-- a new holder deletes the others' gates, so a holder paused past its lease gets NOGROUP
+-- (or, blocked, UNBLOCKED) instead of events. `gates` is the set of a durable's gate keys
+-- (in the channel's slot).
+
+-- Delete every gate in the set `gates` but `keep`, and the set's other members.
+local function drop_gates(gates, keep)
+  for _, gate in ipairs(redis.call('SMEMBERS', gates)) do
+    if gate ~= keep then
+      redis.call('DEL', gate)
+      redis.call('SREM', gates, gate)
+    end
+  end
+end
+
+-- Before deleting a durable's keys: a gates set takes its gates with it.
+local function drop_gates_in(keys)
+  for _, key in ipairs(keys) do
+    if string.find(key, ':gates:', 1, true) then
+      drop_gates(key, nil)
+    end
+  end
+end
