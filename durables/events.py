@@ -9,6 +9,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
+import orjson
+
 from .errors import ConfigError, PayloadError
 from .keys import F_ACK, F_DATA, F_KEY, F_OP, F_PROPS, OP_ACK, OP_DESTROY
 
@@ -63,7 +65,7 @@ class Event:
         """The event's properties, decoded on first use."""
         if self._properties is None:
             raw = self.raw_properties
-            self._properties = json.loads(raw) if raw else _EMPTY
+            self._properties = _loads(raw) if raw else _EMPTY
         return self._properties
 
     @property
@@ -134,10 +136,19 @@ def encode_data(data: Any) -> bytes:
         raise PayloadError(f"payload must be bytes, str or JSON-serialisable: {exc}") from None
 
 
-def encode_properties(properties: Properties | None) -> bytes:
-    """Properties as compact JSON, after checking every value is str, int, float or bool.
+def _loads(raw: bytes) -> Any:
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError:  # an integer beyond 64 bits, stored by an older version
+        return json.loads(raw)
 
-    On the hot path of every publish: exact type checks first, one reused encoder.
+
+def encode_properties(properties: Properties | None) -> bytes:
+    """Properties as compact JSON, after checking every value is str, int, float (finite)
+    or bool.
+
+    On the hot path of every publish: exact type checks first, then orjson (several times
+    faster than the standard encoder, which was most of a batch publish's client time).
     """
     if not properties:
         return b""
@@ -148,19 +159,17 @@ def encode_properties(properties: Properties | None) -> bytes:
     for name, value in properties.items():
         if type(name) is not str or not name:
             raise PayloadError(f"property names must be non-empty str, got {name!r}")
-        if type(value) not in _SCALARS and not isinstance(value, str | int | float | bool):
+        kind = type(value)
+        if kind not in _SCALARS and not isinstance(value, str | int | float | bool):
             raise PayloadError(
                 f"property {name!r} is {type(value).__name__}; use str, int, float or bool"
             )
+        if isinstance(value, float) and not math.isfinite(value):
+            raise PayloadError(f"property {name!r} is {value}; only finite numbers are allowed")
     try:
-        return _JSON(properties).encode("utf-8")
-    except ValueError:
-        bad = next(
-            n for n, v in properties.items() if isinstance(v, float) and not math.isfinite(v)
-        )
-        raise PayloadError(
-            f"property {bad!r} is {properties[bad]}; only finite numbers are allowed"
-        ) from None
+        return orjson.dumps(properties)
+    except orjson.JSONEncodeError as exc:  # an integer beyond 64 bits
+        raise PayloadError(f"properties cannot be stored: {exc}") from None
 
 
 Encoded = tuple[bytes, bytes, bytes, bytes, bytes]
