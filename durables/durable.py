@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from .context import Context
     from .events import Event
     from .keys import ChannelKeys
+    from .ops.base import Op
 
 POOL = ops.POOL
 SCAN_CHUNK = ops.SCAN_CHUNK
@@ -50,6 +51,22 @@ def create_durable(
     max_deliveries: int | None = None,
 ) -> Durable:
     """Get or create; the stored spec wins, and must agree on kind and filter."""
+    spec, selector, create = new_spec(k, name, kind, start, filter, max_deliveries)
+    stored = ctx.executor.run(create)
+    check_stored(k, name, stored, spec)
+    return Durable(ctx, k, name, stored, selector)
+
+
+def new_spec(
+    k: ChannelKeys,
+    name: str,
+    kind: str,
+    start: str,
+    filter: str | None,
+    max_deliveries: int | None,
+) -> tuple[DurableSpec, Selector | None, Op[DurableSpec]]:
+    """Check the options; the spec to store, its selector and the operation that creates
+    the durable (or returns the spec stored before). Shared by the asyncio client."""
     names.durable_name(name)
     if kind not in KINDS:
         raise ConfigError(f"durable kind must be one of {', '.join(KINDS)}, got {kind!r}")
@@ -66,13 +83,16 @@ def create_durable(
         max_deliveries,
         selector.to_json() if selector else None,
     )
-    stored = ctx.executor.run(ops.create(k, name, spec, group_start, must_exist))
+    return spec, selector, ops.create(k, name, spec, group_start, must_exist)
+
+
+def check_stored(k: ChannelKeys, name: str, stored: DurableSpec, spec: DurableSpec) -> None:
+    """`DurableExistsError` unless the stored durable has the kind and filter asked for."""
     if (stored.kind, stored.filter) != (spec.kind, spec.filter):
         raise DurableExistsError(
             f"durable {name!r} on {k.channel!r} exists as kind={stored.kind!r} "
-            f"filter={stored.filter!r}; asked for kind={kind!r} filter={text!r}"
+            f"filter={stored.filter!r}; asked for kind={spec.kind!r} filter={spec.filter!r}"
         )
-    return Durable(ctx, k, name, stored, selector)
 
 
 def load_durable(ctx: Context, k: ChannelKeys, name: str) -> Durable:
@@ -187,9 +207,7 @@ class Durable:
         consumer's filter also decides what the durable keeps (seed 004), and consumers
         attached earlier get a notice (`on_notice`, `Consumer.notices`).
         """
-        self._check_window(prefetch)
-        if prefetch is not None and (_not_int(prefetch) or prefetch <= 0):
-            raise InvalidWindowError(f"prefetch must be a positive int, got {prefetch!r}")
+        check_prefetch(self.kind, self.name, prefetch)
         return self._attach(name, prefetch, auto_ack, filter, on_notice)
 
     def _attach(
@@ -227,20 +245,40 @@ class Durable:
         on_notice: Callable[[str], object] | None = None,
     ) -> Subscription:
         """Deliver events to `listener(event)` on a background thread until `close()`."""
-        self._check_window(window)
-        if window is not None and (_not_int(window) or window == 0):
-            raise InvalidWindowError(f"window must be a positive int, got {window!r}")
-        if window is not None and window < 0 and self.kind != "exclusive":
-            window = self.ctx.settings.client_queue_window  # seed 004: negative = default
+        window = subscription_window(self.kind, self.name, window,
+                                     self.ctx.settings.client_queue_window)  # fmt: skip
         consumer = self._attach(name, window, auto_ack, filter, on_notice)
         return Subscription(consumer, listener, self.ctx.runtime)
 
     def _check_window(self, size: int | None) -> None:
-        if size is not None and self.kind == "exclusive":
-            raise InvalidWindowError(
-                f"a window or prefetch applies to shared and serial durables only; "
-                f"{self.name!r} is exclusive (one consumer, cumulative ack)"
-            )
+        check_window(self.kind, self.name, size)
+
+
+def check_window(kind: str, name: str, size: int | None) -> None:
+    """`InvalidWindowError` for a window or prefetch on an exclusive durable."""
+    if size is not None and kind == "exclusive":
+        raise InvalidWindowError(
+            f"a window or prefetch applies to shared and serial durables only; "
+            f"{name!r} is exclusive (one consumer, cumulative ack)"
+        )
+
+
+def check_prefetch(kind: str, name: str, prefetch: int | None) -> None:
+    """`InvalidWindowError` for a prefetch a consumer cannot take."""
+    check_window(kind, name, prefetch)
+    if prefetch is not None and (_not_int(prefetch) or prefetch <= 0):
+        raise InvalidWindowError(f"prefetch must be a positive int, got {prefetch!r}")
+
+
+def subscription_window(kind: str, name: str, window: int | None, default: int) -> int | None:
+    """The window a subscription gets: `InvalidWindowError` for one it cannot take, and
+    a negative one is the default (seed 004)."""
+    check_window(kind, name, window)
+    if window is not None and (_not_int(window) or window == 0):
+        raise InvalidWindowError(f"window must be a positive int, got {window!r}")
+    if window is not None and window < 0 and kind != "exclusive":
+        return default
+    return window
 
 
 def _not_int(value: object) -> bool:

@@ -26,9 +26,9 @@ _NO_COUNTS: dict[str, int] = {}
 class _Owner(Protocol):
     """Whatever delivered an event: it knows how to ack and roll it back."""
 
-    def ack_event(self, event: Event) -> None: ...
+    def ack_event(self, event: Event) -> Any: ...
 
-    def rollback_event(self, event: Event, delay_s: float = 0.0) -> None: ...
+    def rollback_event(self, event: Event, delay_s: float = 0.0) -> Any: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,11 +92,14 @@ class Event:
         """The payload parsed as JSON."""
         return json.loads(self.data)
 
-    def ack(self) -> None:
-        """Acknowledge this event (on an exclusive durable: and every event before it)."""
-        self._owned().ack_event(self)
+    def ack(self) -> Any:
+        """Acknowledge this event (on an exclusive durable: and every event before it).
 
-    def rollback(self, delay: float = 0.0) -> None:
+        From the asyncio client it returns an awaitable: the ack is already under way, and
+        `await event.ack()` waits for it (and raises what it raised)."""
+        return self._owned().ack_event(self)
+
+    def rollback(self, delay: float = 0.0) -> Any:
         """Hand this event back; see the durable kinds for when it comes again.
 
         On shared and serial durables it is dealt again at once (first in line), or
@@ -104,7 +107,7 @@ class Event:
         """
         if not isinstance(delay, int | float) or delay < 0:
             raise ConfigError(f"rollback delay must be a number of seconds >= 0, got {delay!r}")
-        self._owned().rollback_event(self, float(delay))
+        return self._owned().rollback_event(self, float(delay))
 
     def _owned(self) -> _Owner:
         if self.owner is None:

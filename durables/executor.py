@@ -48,6 +48,21 @@ def lost(exc: BaseException, context: str) -> ConnectionLostError:
     return ConnectionLostError(f"{where}lost the connection to the server: {exc}")
 
 
+def wire(op: Op[Any]) -> tuple[Any, ...]:
+    """The command as sent: a script call as EVALSHA with the script's SHA1. Both executors
+    (sync and asyncio) send exactly this."""
+    return op.wire(scripts.sha(op.script)) if op.script is not None else op.args
+
+
+def parse_all(ops: Sequence[Op[Any]], replies: Sequence[Any]) -> list[Any]:
+    """Replies of a pipeline (error replies as `ResponseError`s) parsed in order; the first
+    error not tolerated by its operation raised as ours. Shared by both executors."""
+    for op, reply in zip(ops, replies, strict=True):
+        if isinstance(reply, ResponseError) and error_word(reply)[0] not in op.tolerate:
+            raise translate(reply, op.context) from reply
+    return [op.parse(reply) for op, reply in zip(ops, replies, strict=True)]
+
+
 class Executor:
     """Sends operations over one redis-py connection pool (thread-safe, as the pool is).
 
@@ -152,10 +167,7 @@ class Executor:
                     replies[i] = self._send_capturing(ops[i])
         except LOST as exc:
             raise lost(exc, context) from exc
-        for op, reply in zip(ops, replies, strict=True):
-            if isinstance(reply, ResponseError) and error_word(reply)[0] not in op.tolerate:
-                raise translate(reply, op.context) from reply
-        return [op.parse(reply) for op, reply in zip(ops, replies, strict=True)]
+        return parse_all(ops, replies)
 
     def _pipeline(self, commands: list[tuple[Any, ...]]) -> list[Any]:
         if isinstance(self.redis, cluster.RedisCluster):
@@ -166,9 +178,7 @@ class Executor:
         replies: list[Any] = pipe.execute(raise_on_error=False)
         return replies
 
-    @staticmethod
-    def _wire(op: Op[Any]) -> tuple[Any, ...]:
-        return op.wire(scripts.sha(op.script)) if op.script is not None else op.args
+    _wire = staticmethod(wire)
 
     def _send(self, op: Op[Any]) -> Any:
         if isinstance(self.redis, cluster.RedisCluster):
@@ -286,4 +296,4 @@ class Executor:
             self._probe.close()
 
 
-__all__ = ["Executor", "State", "lost"]
+__all__ = ["Executor", "State", "lost", "parse_all", "wire"]

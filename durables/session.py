@@ -81,16 +81,8 @@ class Session:
         recovery_buffer: int | None = None,
         auto_ack: bool = True,
     ) -> None:
-        names.session_id(session_id)
-        if not isinstance(timeout, int | float) or timeout <= 0:
-            raise ConfigError(f"session timeout must be a positive number of seconds: {timeout!r}")
-        for label, value in (("max_depth", max_depth), ("recovery_buffer", recovery_buffer),
-                             ("disconnected_max_depth", disconnected_max_depth)):  # fmt: skip
-            if value is not None and (not isinstance(value, int) or isinstance(value, bool)
-                                      or value < 1):  # fmt: skip
-                raise ConfigError(f"{label} must be a positive int, got {value!r}")
-        if overflow not in ("close", "drop_oldest"):
-            raise ConfigError(f"overflow must be 'close' or 'drop_oldest', got {overflow!r}")
+        check_options(session_id, timeout, max_depth, disconnected_max_depth, overflow,
+                      recovery_buffer)  # fmt: skip
         self.ctx = ctx
         self.id = session_id
         self.token = secrets.token_hex(8)
@@ -172,10 +164,8 @@ class Session:
 
     def _limits(self) -> str:
         """The queue limits as `session_queue.lua` stores them, or '-' for none."""
-        if self.max_depth is None:
-            return "-"
-        dmax = "" if self.disconnected_max_depth is None else str(self.disconnected_max_depth)
-        return f"{self.max_depth}|{dmax}|{self.overflow}|{self.ctx.lease_ms}"
+        return ops.queue_limits(self.max_depth, self.disconnected_max_depth, self.overflow,
+                                self.ctx.lease_ms)  # fmt: skip
 
     def _queues(self, limits: str = "") -> list[ops.Queue]:
         """Each interested channel's queue (setting `limits` when given), reporting what an
@@ -186,24 +176,20 @@ class Session:
             [ops.queue(self.ctx.keys(c), self.id, limits, live) for c in channels]
         )
         for channel, queue in zip(channels, found, strict=True):
-            if queue.dropped:
-                self._alert(f"durable client session {self.id!r} lost its {queue.dropped} "
-                            f"oldest queued event(s) on {channel!r}: its queue passed its "
-                            f"limit (overflow='drop_oldest')")  # fmt: skip
-            if queue.closed:
-                depth, _, limit = queue.closed.removeprefix("closed:").partition("|")
-                self._overflowed(channel, depth, limit)
+            dropped, closed = ops.overflow_notes(self.id, channel, queue)
+            if dropped:
+                self._alert(dropped)
+            if closed:
+                self._overflowed(closed)
         return list(found)
 
     def _alert(self, message: str) -> None:
         log.warning(message)
         store.alert(self.ctx, message, store.server_ms(self.ctx), session=self.id)
 
-    def _overflowed(self, channel: str, depth: str, limit: str) -> None:
+    def _overflowed(self, message: str) -> None:
         """An overflow with overflow='close': the session is closed, its queues discarded."""
-        self._alert(f"durable client session {self.id!r} was closed: its queue on "
-                    f"{channel!r} reached {depth} events, over its limit of {limit}; "
-                    f"its queue is gone")  # fmt: skip
+        self._alert(message)
         with contextlib.suppress(DurablesError):
             store.remove(self.ctx, self.record)
         self._set_state("closed")
@@ -243,19 +229,13 @@ class Session:
         ctx = self.ctx
         now = store.server_ms(ctx)
         self._clock_offset_ms = now - int(time.time() * 1000)
-        record = store.load(ctx, self.id)
-        resumed = record is not None and not record.expired(now)
-        if record is not None and not resumed:
-            store.expire(ctx, record, now)
-        if record is None or not resumed:
-            record = SessionRecord(self.id, timeout_ms, now, now)
-        else:
-            for interest in [i for i in record.interests.values() if not i.durable]:
-                store.drop_interest(ctx, self.id, interest.channel)
-                del record.interests[interest.channel]
-        record.timeout_ms, record.last_seen_ms, record.disconnected_ms = timeout_ms, now, 0
-        store.save(ctx, record)
-        return resumed, record
+        plan = ops.opening(self.id, store.load(ctx, self.id), now, timeout_ms)
+        if plan.expired is not None:
+            store.expire(ctx, plan.expired, now)
+        for channel in plan.dropped:
+            store.drop_interest(ctx, self.id, channel)
+        store.save(ctx, plan.record)
+        return plan.resumed, plan.record
 
     def _resume(self) -> None:
         """The server answers again: be the live client again, and go on with the same
@@ -268,10 +248,9 @@ class Session:
             interests = dict(self.record.interests)
             resumed, self.record = self._open(self._timeout_ms)
             if not resumed:
-                for channel, interest in interests.items():
-                    if interest.durable or channel in self.record.interests:
-                        self.ctx.executor.run(ops.join(self.ctx.keys(channel), self.id))
-                        self.record.interests[channel] = interest
+                for channel, interest in ops.carried_over(interests, self.record).items():
+                    self.ctx.executor.run(ops.join(self.ctx.keys(channel), self.id))
+                    self.record.interests[channel] = interest
                 store.save(self.ctx, self.record)
             self.resumed = resumed
             self._keep_alive()
@@ -409,6 +388,27 @@ class Session:
         self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.close(keepalive=True)
+
+
+def check_options(
+    session_id: str,
+    timeout: object,
+    max_depth: int | None,
+    disconnected_max_depth: int | None,
+    overflow: str,
+    recovery_buffer: int | None,
+) -> None:
+    """`ConfigError` (or `InvalidNameError`) for options a session cannot take."""
+    names.session_id(session_id)
+    if not isinstance(timeout, int | float) or timeout <= 0:
+        raise ConfigError(f"session timeout must be a positive number of seconds: {timeout!r}")
+    for label, value in (("max_depth", max_depth), ("recovery_buffer", recovery_buffer),
+                         ("disconnected_max_depth", disconnected_max_depth)):  # fmt: skip
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool)
+                                  or value < 1):  # fmt: skip
+            raise ConfigError(f"{label} must be a positive int, got {value!r}")
+    if overflow not in ("close", "drop_oldest"):
+        raise ConfigError(f"overflow must be 'close' or 'drop_oldest', got {overflow!r}")
 
 
 def _interest(channel: str, wanted: Any, regex: str | None, durable: bool) -> Interest:

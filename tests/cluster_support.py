@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -52,17 +53,16 @@ def url_for(request: pytest.FixtureRequest, deployment: str) -> str:
     return str(request.getfixturevalue("server").url)
 
 
-def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+def cluster_deployments(metafunc: pytest.Metafunc) -> list[Any]:
+    """The deployments a test runs on: both for an `on_cluster` module's tests that reach
+    the server through `server_url` (valkey pass), else standalone alone."""
+    standalone = pytest.param("standalone", id="standalone")
     if metafunc.definition.get_closest_marker(ON_CLUSTER) is None:
-        return
+        return [standalone]
     names = set(metafunc.fixturenames)
     if "deployment" not in names or names & STANDALONE_ONLY or not _cluster_pass():
-        return
-    metafunc.parametrize(
-        "deployment",
-        [pytest.param("standalone"), pytest.param("cluster", marks=pytest.mark.cluster)],
-        indirect=True,
-    )
+        return [standalone]
+    return [standalone, pytest.param("cluster", marks=pytest.mark.cluster, id="cluster")]
 
 
-__all__ = ["DEPLOYMENTS", "cluster_server", "deployment", "pytest_generate_tests", "url_for"]
+__all__ = ["DEPLOYMENTS", "cluster_deployments", "cluster_server", "deployment", "url_for"]

@@ -9,7 +9,8 @@ from __future__ import annotations
 import os
 import shutil
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, cast
 
@@ -17,8 +18,9 @@ import pytest
 
 import durables
 
+from . import aio_bridge
 from .cli_support import Cli
-from .cluster_support import cluster_server, deployment, pytest_generate_tests, url_for
+from .cluster_support import cluster_deployments, cluster_server, deployment, url_for
 from .secure import SECURE, secure
 from .servers import RedisProcess, server_binary
 
@@ -81,9 +83,53 @@ def namespace() -> str:
     return f"t{uuid.uuid4().hex[:12]}"
 
 
+Connect = Callable[..., AbstractContextManager[durables.Client]]
+CLIENT_KINDS = ("sync", "aio") if SERVER_KIND == "valkey" else ("sync",)
+"""Modules marked `both_clients` run their tests on each; the asyncio client through
+`tests/aio_bridge.py` (the valkey pass only: it tests the client, not the server)."""
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Modules marked `both_clients` run on each client; modules marked `on_cluster` on
+    the cluster too (the asyncio client has no Cluster transport yet: not that pair)."""
+    kinds = ["sync"]
+    if metafunc.definition.get_closest_marker("both_clients") and (
+        "client_kind" in metafunc.fixturenames
+    ):
+        kinds = list(CLIENT_KINDS)
+    deployments = cluster_deployments(metafunc)
+    if len(deployments) == 1:
+        if len(kinds) > 1:
+            metafunc.parametrize("client_kind", kinds, indirect=True)
+        return
+    if len(kinds) == 1:
+        metafunc.parametrize("deployment", deployments, indirect=True)
+        return
+    pairs = [(k, d) for k in kinds for d in deployments if (k, d.values[0]) != ("aio", "cluster")]
+    metafunc.parametrize(
+        ("client_kind", "deployment"),
+        [pytest.param(k, d.values[0], marks=d.marks, id=f"{k}-{d.id}") for k, d in pairs],
+        indirect=True,
+    )
+
+
 @pytest.fixture
-def client(server_url: str, namespace: str) -> Iterator[durables.Client]:
-    with durables.connect(server_url, namespace=namespace, **FAST) as c:
+def client_kind(request: pytest.FixtureRequest) -> str:
+    """'sync', or 'aio' in modules marked `both_clients`."""
+    return str(getattr(request, "param", "sync"))
+
+
+@pytest.fixture
+def connect(client_kind: str) -> Connect:
+    """`durables.connect`, or the asyncio client's `connect` behind the sync API."""
+    if client_kind == "aio":
+        return cast(Connect, aio_bridge.connect)
+    return durables.connect
+
+
+@pytest.fixture
+def client(connect: Connect, server_url: str, namespace: str) -> Iterator[durables.Client]:
+    with connect(server_url, namespace=namespace, **FAST) as c:
         yield c
 
 

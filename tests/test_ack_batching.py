@@ -7,28 +7,33 @@ import os
 import signal
 import textwrap
 import time
+from contextlib import AbstractContextManager
 
 import pytest
 
 import durables
 
 from .children import first_line, python_child
-from .conftest import FAST
+from .conftest import FAST, Connect
 from .helpers import fetch_all, publish, wait_for
 from .servers import RedisProcess
+
+pytestmark = pytest.mark.both_clients
 
 KINDS: list[durables.Kind] = ["exclusive", "shared", "serial"]
 
 
-def connect(server: RedisProcess, namespace: str, interval: float) -> durables.Client:
-    return durables.connect(server.url, namespace=namespace, **FAST, ack_flush_interval_s=interval)
+def batching(
+    connect: Connect, server: RedisProcess, namespace: str, interval: float
+) -> AbstractContextManager[durables.Client]:
+    return connect(server.url, namespace=namespace, **FAST, ack_flush_interval_s=interval)
 
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_acks_wait_for_the_interval_then_go_out_by_themselves(
-    server: RedisProcess, namespace: str, kind: durables.Kind
+    server: RedisProcess, namespace: str, kind: durables.Kind, connect: Connect
 ) -> None:
-    with connect(server, namespace, 0.5) as client:
+    with batching(connect, server, namespace, 0.5) as client:
         dur = client.channel("orders").durable("audit", kind=kind)
         publish(client.channel("orders"), 6)
         with dur.consumer(auto_ack=False) as c:
@@ -42,9 +47,9 @@ def test_acks_wait_for_the_interval_then_go_out_by_themselves(
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_without_an_interval_every_ack_goes_out_at_once(
-    server: RedisProcess, namespace: str, kind: durables.Kind
+    server: RedisProcess, namespace: str, kind: durables.Kind, connect: Connect
 ) -> None:
-    with connect(server, namespace, 0) as client:
+    with batching(connect, server, namespace, 0) as client:
         dur = client.channel("orders").durable("audit", kind=kind)
         publish(client.channel("orders"), 3)
         with dur.consumer(auto_ack=False) as c:
@@ -55,8 +60,10 @@ def test_without_an_interval_every_ack_goes_out_at_once(
             assert dur.transaction_depth() == 0
 
 
-def test_deferred_acks_ride_with_the_next_read(server: RedisProcess, namespace: str) -> None:
-    with connect(server, namespace, 30) as client:
+def test_deferred_acks_ride_with_the_next_read(
+    server: RedisProcess, namespace: str, connect: Connect
+) -> None:
+    with batching(connect, server, namespace, 30) as client:
         channel = client.channel("orders")
         dur = channel.durable("audit", kind="shared")
         publish(channel, 2)

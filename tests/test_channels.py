@@ -11,7 +11,7 @@ from durables import ChannelFullError, ChannelNotFound, DurableExistsError, Dura
 
 from .helpers import fetch_all, publish
 
-pytestmark = pytest.mark.on_cluster
+pytestmark = [pytest.mark.on_cluster, pytest.mark.both_clients]
 
 
 def test_publish_returns_ordered_ids_and_payloads_round_trip(channel: durables.Channel) -> None:

@@ -212,3 +212,11 @@ def test_reconnecting_session_example_rides_through_a_dropped_and_a_black_holed_
     ]
     assert lines.count("session: disconnected -> connected") == 2
     assert "session: disconnected -> expired" not in lines
+
+
+def test_asyncio_service_example_processes_every_order_once_in_order(
+    server_url: str, namespace: str
+) -> None:
+    lines = run_example("asyncio_service.py", server_url, namespace, "--count", "15")
+    assert lines[:-1] == [f"processed order-{i} qty={i % 7}" for i in range(15)]
+    assert lines[-1] == "processed 15 orders; depth now 0"

@@ -15,11 +15,11 @@ from durables import DurableInUseError, InvalidWindowError, LeaseLostError
 from durables.keys import ChannelKeys
 
 from .children import first_line, once_free, python_child
-from .conftest import FAST
+from .conftest import FAST, Connect
 from .helpers import fetch_all, publish
 from .servers import RedisProcess
 
-pytestmark = pytest.mark.on_cluster
+pytestmark = [pytest.mark.on_cluster, pytest.mark.both_clients]
 
 
 def test_exclusive_delivers_in_publish_order(channel: durables.Channel) -> None:
@@ -270,12 +270,12 @@ def _steal(server: RedisProcess, namespace: str, dur: durables.Durable) -> durab
 
 @pytest.mark.parametrize("blocked", [False, True], ids=["reading", "waiting"])
 def test_a_holder_whose_lease_was_taken_reads_nothing_the_new_holder_should_get(
-    server: RedisProcess, namespace: str, blocked: bool
+    server: RedisProcess, namespace: str, blocked: bool, connect: Connect
 ) -> None:
     # Long leases: the first holder's local view stays fresh and no heartbeat notices
     # the theft before its next read; only the server can stop that read.
     settings = {**FAST, "lease_timeout_s": 30.0}
-    with durables.connect(server.url, namespace=namespace, **settings) as client:
+    with connect(server.url, namespace=namespace, **settings) as client:
         channel = client.channel("orders")
         dur = channel.durable("audit")
         first = dur.consumer("first")

@@ -15,12 +15,12 @@ import pytest
 
 import durables
 
-from .conftest import FAST
+from .conftest import FAST, Connect
 from .faultproxy import FaultProxy
 from .helpers import wait_for
 from .servers import RedisProcess
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.both_clients]
 RIDE = {**FAST, "reconnect_timeout_s": 30.0}
 
 
@@ -85,10 +85,10 @@ def open_session(
 
 
 def test_a_session_resumes_through_a_killed_proxy_and_gets_everything_once_in_order(
-    proxy: FaultProxy, server_url: str, namespace: str
+    proxy: FaultProxy, server_url: str, namespace: str, connect: Connect
 ) -> None:
     with (
-        durables.connect(proxy.url, namespace=namespace, **RIDE) as client,
+        connect(proxy.url, namespace=namespace, **RIDE) as client,
         durables.connect(server_url, namespace=namespace, **FAST) as producer,
     ):
         ch = producer.channel("orders")
@@ -112,10 +112,10 @@ def test_a_session_resumes_through_a_killed_proxy_and_gets_everything_once_in_or
 
 
 def test_after_the_keep_alive_a_new_session_with_the_same_interests_is_opened(
-    proxy: FaultProxy, server_url: str, namespace: str
+    proxy: FaultProxy, server_url: str, namespace: str, connect: Connect
 ) -> None:
     with (
-        durables.connect(proxy.url, namespace=namespace, **RIDE) as client,
+        connect(proxy.url, namespace=namespace, **RIDE) as client,
         durables.connect(server_url, namespace=namespace, **FAST) as producer,
     ):
         ch = producer.channel("orders")
@@ -134,11 +134,11 @@ def test_after_the_keep_alive_a_new_session_with_the_same_interests_is_opened(
 
 
 def test_a_black_hole_is_noticed_within_the_heartbeat_bound(
-    proxy: FaultProxy, namespace: str
+    proxy: FaultProxy, namespace: str, connect: Connect
 ) -> None:
     """Bound: a heartbeat beat (lease / 3) plus its socket timeout (lease / 4), well under
     the 30 s socket timeout; with the tests' 1 s lease, about 0.6 s."""
-    with durables.connect(proxy.url, namespace=namespace, **RIDE) as client:
+    with connect(proxy.url, namespace=namespace, **RIDE) as client:
         dur = client.channel("orders").durable("workers", kind="shared")
         got: list[str] = []
         sub = dur.subscribe(lambda event: got.append(event.id))

@@ -24,6 +24,8 @@ from .conftest import FAST
 from .helpers import fetch_all, publish, wait_for
 from .servers import RedisProcess
 
+pytestmark = pytest.mark.both_clients
+
 
 def roll_back(server: RedisProcess, namespace: str, group: str, to: str = "0") -> None:
     """The group forgets what it delivered, as #5433 / #7105 leave it."""

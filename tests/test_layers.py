@@ -24,15 +24,18 @@ LAYERS: dict[str, int] = {
     # 2: operations as plain data, and the readers' state machines (no I/O)
     "ops": 2, "ops.base": 2, "ops.channels": 2, "ops.durables": 2, "ops.housekeeping": 2,
     "ops.exclusive": 2, "ops.shared": 2, "ops.sessions": 2,
-    # 3: sending: transport, cluster, executor, leases, runtime, context
+    # 3: sending: transport, cluster, executor, leases, runtime, context (and asyncio twins)
     "transport": 3, "cluster": 3, "executor": 3, "leases": 3, "runtime": 3, "context": 3,
+    "aio.transport": 3, "aio.executor": 3, "aio.runtime": 3, "aio.context": 3,
     # 4: readers and stores over a context
     "exclusive": 4, "shared": 4, "consumer": 4, "subscription": 4, "retention": 4,
     "publishing": 4, "dead_letters": 4, "session_store": 4, "session_delivery": 4,
+    "aio.readers": 4, "aio.consumer": 4, "aio.stores": 4,
     # 5: the public objects
     "durable": 5, "channel": 5, "session": 5, "housekeeping": 5,
+    "aio.durable": 5, "aio.channel": 5, "aio.session": 5,
     # 6: the front door
-    "client": 6, "": 6,
+    "client": 6, "": 6, "aio.client": 6, "aio": 6,
     # 7: programs built on the public API
     "demo": 7, "bench": 7, "spark": 7, "metrics": 7,
 }  # fmt: skip
@@ -145,6 +148,13 @@ def test_the_library_imports_nothing_inside_functions() -> None:
                 ):
                     late.append(f"durables.{module}:{node.lineno}")
     assert late == []
+
+
+def test_only_the_asyncio_client_imports_the_asyncio_client() -> None:
+    """`durables.aio` is opt-in: the sync library never loads it (nor redis.asyncio)."""
+    users = [m for m, targets in graph().items() if not m.startswith("aio") and any(
+        t == "aio" or t.startswith("aio.") for t in targets)]  # fmt: skip
+    assert users == []
 
 
 def test_the_layer_check_catches_an_upward_import(tmp_path: Path) -> None:

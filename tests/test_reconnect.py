@@ -11,11 +11,11 @@ import pytest
 
 import durables
 
-from .conftest import FAST
+from .conftest import FAST, Connect
 from .helpers import wait_for
 from .servers import RedisProcess
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.both_clients]
 OUTAGE_S = 1.0
 
 
@@ -60,10 +60,10 @@ class Listener:
 
 
 def test_consumers_subscriptions_and_sessions_ride_through_a_server_restart(
-    fresh_server: RedisProcess, namespace: str
+    fresh_server: RedisProcess, namespace: str, connect: Connect
 ) -> None:
     settings = {**FAST, "reconnect_timeout_s": 30.0}
-    with durables.connect(fresh_server.url, namespace=namespace, **settings) as client:
+    with connect(fresh_server.url, namespace=namespace, **settings) as client:
         states: list[tuple[str, str]] = []
         client.on_state(lambda old, new: states.append((old, new)))
         ch = client.channel("orders")
@@ -116,9 +116,9 @@ def test_consumers_subscriptions_and_sessions_ride_through_a_server_restart(
 
 
 def test_fetch_waits_out_an_outage_within_its_timeout(
-    fresh_server: RedisProcess, namespace: str
+    fresh_server: RedisProcess, namespace: str, connect: Connect
 ) -> None:
-    with durables.connect(
+    with connect(
         fresh_server.url, namespace=namespace, **{**FAST, "reconnect_timeout_s": 30.0}
     ) as client:
         ch = client.channel("orders")
@@ -136,9 +136,9 @@ def test_fetch_waits_out_an_outage_within_its_timeout(
 
 
 def test_past_reconnect_timeout_a_subscription_ends_with_connection_lost(
-    fresh_server: RedisProcess, namespace: str
+    fresh_server: RedisProcess, namespace: str, connect: Connect
 ) -> None:
-    with durables.connect(
+    with connect(
         fresh_server.url, namespace=namespace, **{**FAST, "reconnect_timeout_s": 1.0}
     ) as client:
         dur = client.channel("orders").durable("workers", kind="shared")

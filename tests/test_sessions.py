@@ -18,7 +18,7 @@ from durables import ALL_KEYS, ChannelNotFound, ConfigError, SessionInUseError, 
 from .children import first_line, once_free, python_child
 from .servers import RedisProcess
 
-pytestmark = pytest.mark.on_cluster
+pytestmark = [pytest.mark.on_cluster, pytest.mark.both_clients]
 
 
 @dataclass

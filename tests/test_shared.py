@@ -18,7 +18,7 @@ from durables import ConfigError, InvalidWindowError
 from .children import first_line, python_child
 from .helpers import fetch_all, publish
 
-pytestmark = pytest.mark.on_cluster
+pytestmark = [pytest.mark.on_cluster, pytest.mark.both_clients]
 
 
 def texts(events: list[durables.Event]) -> list[str]:

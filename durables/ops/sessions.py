@@ -279,3 +279,62 @@ class SessionCursors:
             return None
         return command("XACK", self._keys[batch.channel].stream, self.group, *batch.done,
                        *extra, parse=as_int, context="session delivery")  # fmt: skip
+
+
+# -- a session's decisions, shared by the sync and the asyncio session ----------------------
+
+
+@dataclass
+class Opening:
+    """What opening a session does with the record found (or not) under its id."""
+
+    resumed: bool
+    record: SessionRecord
+    """The record to save: the old one resumed (non-durable interests gone), or a new one."""
+    expired: SessionRecord | None = None
+    """An old record past its timeout: expire it (alert, remove) first."""
+    dropped: tuple[str, ...] = ()
+    """Channels of non-durable interests of a resumed session: their groups go."""
+
+
+def opening(session_id: str, found: SessionRecord | None, now_ms: int, timeout_ms: int) -> Opening:
+    """Resume `found` within its timeout, else start anew (seed 000); times are the server's."""
+    resumed = found is not None and not found.expired(now_ms)
+    if found is None or not resumed:
+        plan = Opening(False, SessionRecord(session_id, timeout_ms, now_ms, now_ms), found)
+    else:
+        dropped = tuple(c for c, i in found.interests.items() if not i.durable)
+        for channel in dropped:
+            del found.interests[channel]
+        plan = Opening(True, found, None, dropped)
+    record = plan.record
+    record.timeout_ms, record.last_seen_ms, record.disconnected_ms = timeout_ms, now_ms, 0
+    return plan
+
+
+def carried_over(interests: Mapping[str, Interest], record: SessionRecord) -> dict[str, Interest]:
+    """After the keep-alive passed while away: the interests the new session takes on
+    (seed 002: "a normal new connection ... with the same topic set")."""
+    return {c: i for c, i in interests.items() if i.durable or c in record.interests}
+
+
+def queue_limits(max_depth: int | None, dmax: int | None, overflow: str, lease_ms: int) -> str:
+    """The queue limits as `session_queue.lua` stores them, or '-' for none."""
+    if max_depth is None:
+        return "-"
+    return f"{max_depth}|{'' if dmax is None else dmax}|{overflow}|{lease_ms}"
+
+
+def overflow_notes(session_id: str, channel: str, queue: Queue) -> tuple[str | None, str | None]:
+    """What an overflow did to a queue, as alerts: (events dropped, session closed)."""
+    dropped = closed = None
+    if queue.dropped:
+        dropped = (f"durable client session {session_id!r} lost its {queue.dropped} "
+                   f"oldest queued event(s) on {channel!r}: its queue passed its "
+                   f"limit (overflow='drop_oldest')")  # fmt: skip
+    if queue.closed:
+        depth, _, limit = queue.closed.removeprefix("closed:").partition("|")
+        closed = (f"durable client session {session_id!r} was closed: its queue on "
+                  f"{channel!r} reached {depth} events, over its limit of {limit}; "
+                  f"its queue is gone")  # fmt: skip
+    return dropped, closed

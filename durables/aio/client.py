@@ -1,0 +1,181 @@
+"""The asyncio front door: `await connect()` builds an asyncio context the way
+`durables.connect()` builds a sync one (same settings, URL, server check, scripts)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+from ..client import HEARTBEAT_TIMEOUT_FRACTION, _channel_options, _info, check_server_version
+from ..ops import base as op
+from ..ops import channels as channel_ops
+from ..records import ChannelInfo, FullPolicy, HousekeepReport, SessionRecord
+from ..server import EmbeddedServer
+from ..session import Overflow
+from ..settings import Settings, load_settings
+from . import stores
+from .channel import AsyncChannel, channel_infos, get_channel, open_channel
+from .context import AsyncContext
+from .executor import AsyncExecutor
+from .runtime import AsyncAckFlusher, AsyncHeartbeat, AsyncHousekeeper, AsyncRuntime
+from .session import AsyncSession
+from .transport import connect as open_redis
+
+if TYPE_CHECKING:
+    import redis.asyncio as aioredis
+
+
+async def connect(url: str | None = None, **settings: object) -> AsyncClient:
+    """Connect to `url`, or with no URL to the embedded server (started if needed)."""
+    if url is not None:
+        settings["url"] = url
+    client = AsyncClient(load_settings(**settings))
+    await client.start()
+    return client
+
+
+class AsyncClient:
+    """A connection to one server and the durables state in one namespace, for asyncio."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.url = (
+            settings.url or EmbeddedServer(settings.home_dir, fsync=settings.fsync).ensure_running()
+        )
+        self.namespace = settings.namespace
+        self.server_version = ""
+        beat_timeout = max(0.05, settings.lease_timeout_s * HEARTBEAT_TIMEOUT_FRACTION)
+        quick = min(beat_timeout, settings.connect_timeout_s)
+        executor = AsyncExecutor(
+            open_redis(self.url, settings.socket_timeout_s, settings.connect_timeout_s),
+            reconnect_timeout_s=settings.reconnect_timeout_s,
+            probe=open_redis(self.url, beat_timeout, quick),
+        )
+        heartbeat = AsyncHeartbeat(
+            AsyncExecutor(open_redis(self.url, beat_timeout, quick)),
+            int(settings.lease_timeout_s * 1000),
+            on_failure=self._heartbeat_failed,
+        )
+        housekeeper = AsyncHousekeeper(self._trim, settings.housekeep_interval_s)
+        acks = AsyncAckFlusher(settings.ack_flush_interval_s)
+        runtime = AsyncRuntime(heartbeat, housekeeper, acks)
+        self.ctx = AsyncContext(executor, settings, runtime)
+
+    async def start(self) -> None:
+        """Check the server and load the scripts (done by `connect()`)."""
+        try:
+            info = await self.ctx.executor.run(
+                op.command("INFO", "server", parse=_info, context=f"cannot reach {self.url}"),
+                retry=False,
+            )
+            self.server_version = check_server_version(info)
+            await self.ctx.executor.load_scripts()
+        except BaseException:
+            await self.ctx.runtime.heartbeat.close()
+            await self.ctx.executor.close()
+            raise
+        self.ctx.runtime.heartbeat.start()
+
+    async def _heartbeat_failed(self) -> None:
+        if self.ctx.executor.state == "connected":
+            await self.ctx.executor.interrupt()
+
+    async def _trim(self, channel: str) -> int:
+        k = self.ctx.keys(channel)
+        await stores.nack_expired(self.ctx, k)
+        return await stores.trim_channel(self.ctx, k)
+
+    @property
+    def state(self) -> str:
+        """'connected', 'reconnecting' (an outage is being waited out) or 'closed'."""
+        return self.ctx.executor.state
+
+    def on_state(self, listener: Callable[[str, str], object]) -> None:
+        self.ctx.executor.on_state(listener)
+
+    @property
+    def redis(self) -> aioredis.Redis:
+        """The asyncio redis-py client underneath (for looking at server state by hand)."""
+        return self.ctx.executor.redis
+
+    @property
+    def lease_ms(self) -> int:
+        return self.ctx.lease_ms
+
+    def keys(self, channel: str) -> Any:
+        return self.ctx.keys(channel)
+
+    async def channel(
+        self,
+        name: str,
+        *,
+        keyed: bool | None = None,
+        ttl: float | None = None,
+        capacity: int | None = None,
+        full: FullPolicy | None = None,
+    ) -> AsyncChannel:
+        """Get or create a channel (see `Client.channel`)."""
+        return await open_channel(self.ctx, name, _channel_options(keyed, ttl, capacity, full))
+
+    async def get_channel(self, name: str) -> AsyncChannel:
+        return await get_channel(self.ctx, name)
+
+    async def channel_names(self) -> list[str]:
+        return await self.ctx.executor.run(channel_ops.names(self.namespace))
+
+    async def channels(self) -> list[ChannelInfo]:
+        return await channel_infos(self.ctx, await self.channel_names())
+
+    async def session(
+        self,
+        session_id: str,
+        timeout: float = 60.0,
+        *,
+        max_depth: int | None = None,
+        disconnected_max_depth: int | None = None,
+        overflow: Overflow = "close",
+        recovery_buffer: int | None = None,
+        auto_ack: bool = True,
+    ) -> AsyncSession:
+        """Create or resume the durable client session `session_id` (see `Client.session`)."""
+        session = AsyncSession(
+            self.ctx, session_id, timeout, max_depth=max_depth,
+            disconnected_max_depth=disconnected_max_depth, overflow=overflow,
+            recovery_buffer=recovery_buffer, auto_ack=auto_ack,
+        )  # fmt: skip
+        await session.open()
+        return session
+
+    async def sessions(self) -> list[SessionRecord]:
+        return await stores.records(self.ctx)
+
+    async def session_live(self, session_id: str) -> bool:
+        return await stores.is_live(self.ctx, session_id)
+
+    async def alerts(self, count: int = 100) -> list[dict[str, Any]]:
+        return await stores.alerts(self.ctx, count)
+
+    async def server_ms(self) -> int:
+        return await stores.server_ms(self.ctx)
+
+    async def housekeep(self) -> HousekeepReport:
+        """One round of housekeeping on every channel now."""
+        return await stores.housekeep(self.ctx)
+
+    async def close(self) -> None:
+        """Stop every task this client started (subscriptions and session deliveries first,
+        then housekeeping and the heartbeat), then close the connection pools."""
+        await self.ctx.runtime.close()
+        await self.ctx.executor.close()
+
+    async def __aenter__(self) -> AsyncClient:
+        return self
+
+    async def __aexit__(
+        self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.close()
+
+
+__all__ = ["AsyncClient", "connect"]

@@ -1,0 +1,287 @@
+"""The asyncio consumer (`fetch`, `commit`, `rollback`, `async for`) and subscription
+(a listener, sync or async, called from a task). The bookkeeping of what was handed out
+is the same as `durables.consumer.Consumer`'s; what acknowledging means is the reader's.
+
+`event.ack()` and `event.rollback()` change the reader's state at once and start the
+round trip as a task: awaiting the returned task waits for it, and a sync listener that
+does not await still gets its ack sent, in order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import logging
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Sequence
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+from ..errors import ConnectionLostError, ConsumerClosedError, DurablesError
+
+if TYPE_CHECKING:
+    from ..events import Event
+    from ..ops.base import Op
+    from .readers import AsyncReader
+    from .runtime import AsyncAckFlusher, AsyncRuntime
+
+log = logging.getLogger(__name__)
+AsyncListener = Callable[["Event"], "Awaitable[object] | object"]
+
+
+class AsyncConsumer:
+    """A consumer of a durable: attached by `await` or `async with`, until `close()`."""
+
+    def __init__(
+        self,
+        reader: AsyncReader,
+        *,
+        auto_ack: bool,
+        label: str,
+        block_s: float,
+        acks: AsyncAckFlusher | None = None,
+    ) -> None:
+        self.label = label
+        self.block_s = block_s
+        self.auto_ack = auto_ack
+        self.reader = reader
+        self._acks = acks if acks is not None and acks.interval_s > 0 else None
+        """With `ack_flush_interval_s`: acknowledgements wait for the next read or the flusher."""
+        self._outstanding: list[Event] = []
+        self._attached = False
+        self._closed = False
+        self._sending: asyncio.Lock | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    def __repr__(self) -> str:
+        return f"AsyncConsumer({self.label}, auto_ack={self.auto_ack})"
+
+    async def attach(self) -> AsyncConsumer:
+        """Attach (once): the dispatcher deals to this consumer from now on."""
+        if not self._attached:
+            await self.reader.attach()
+            self._attached = True
+        return self
+
+    def __await__(self) -> Generator[Any, None, AsyncConsumer]:
+        return self.attach().__await__()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @property
+    def discarded(self) -> int:
+        return self.reader.discarded
+
+    @property
+    def notices(self) -> list[str]:
+        return self.reader.notices
+
+    async def fetch(self, timeout: float = 1.0) -> list[Event]:
+        """The next events (waiting up to `timeout` seconds); [] if none came. With auto-ack,
+        the events of the previous fetch are acknowledged first."""
+        self._check_open()
+        if self.auto_ack and self._outstanding:
+            await self.reader.commit(self._outstanding, defer=True)
+            self._outstanding.clear()
+        deadline = time.monotonic() + max(0.0, timeout)
+        while True:
+            events = await self.reader.read(max(0.0, deadline - time.monotonic()))
+            if events:
+                for event in events:
+                    event.owner = self
+                self._outstanding.extend(events)
+                return events
+            if not self._outstanding:
+                with contextlib.suppress(ConnectionLostError):
+                    await self.reader.commit((), retry=False)
+            if time.monotonic() >= deadline:
+                return []
+
+    async def __aiter__(self) -> AsyncIterator[Event]:
+        """Events one by one, waiting as long as it takes; stop by breaking out or closing."""
+        while not self._closed:
+            for event in await self.fetch(timeout=self.block_s):
+                yield event
+
+    async def commit(self) -> None:
+        """Acknowledge every fetched event not yet acknowledged or rolled back."""
+        self._check_open()
+        outstanding = list(self._outstanding)
+        await self.reader.commit(outstanding, defer=self._acks is not None)
+        self._forget(outstanding)
+        self._deferred()
+
+    async def rollback(self) -> None:
+        """Hand back every fetched event not yet acknowledged."""
+        self._check_open()
+        outstanding = list(self._outstanding)
+        ops = self.reader.rollback(outstanding)
+        self._forget(outstanding)
+        await self._send(ops)
+
+    def _forget(self, events: list[Event]) -> None:
+        """No longer outstanding (events fetched meanwhile by another task stay)."""
+        done = {id(e) for e in events}
+        self._outstanding = [e for e in self._outstanding if id(e) not in done]
+
+    def ack_event(self, event: Event) -> asyncio.Task[None]:
+        self._check_open()
+        ops, self._outstanding = self.reader.ack(
+            event, self._outstanding, defer=self._acks is not None
+        )
+        self._deferred()
+        return self._start(ops)
+
+    def _deferred(self) -> None:
+        if self._acks is not None:
+            self._acks.schedule(self)
+
+    async def flush_acks(self) -> None:
+        """Send the acknowledgements waiting for the next read (`ack_flush_interval_s`)."""
+        if not self._closed:
+            await self._send(self.reader.flush())
+
+    def rollback_event(self, event: Event, delay_s: float = 0.0) -> asyncio.Task[None]:
+        self._check_open()
+        ops = self.reader.rollback([event], delay_s)
+        if event in self._outstanding:
+            self._outstanding.remove(event)
+        return self._start(ops)
+
+    def _start(self, ops: list[Op[Any]]) -> asyncio.Task[None]:
+        task = asyncio.get_running_loop().create_task(self._send(ops))
+        self._tasks.add(task)  # the loop keeps only a weak reference
+        task.add_done_callback(self._tasks.discard)
+        task.add_done_callback(_log_failure)
+        return task
+
+    async def _send(self, ops: list[Op[Any]]) -> None:
+        """Acks and rollbacks go out one after the other, in the order they were made."""
+        if not ops:
+            return
+        if self._sending is None:
+            self._sending = asyncio.Lock()
+        async with self._sending:
+            await self.reader.send(ops)
+
+    async def close(self, *, clean: bool = True, unhanded: Sequence[Event] = ()) -> None:
+        """Detach. A clean close with auto-ack acknowledges what was fetched."""
+        if self._closed:
+            return
+        if self._acks is not None:
+            self._acks.cancel(self)  # the release sends the deferred acknowledgements
+        try:
+            if self._sending is not None:
+                async with self._sending:
+                    pass  # acks under way go first
+            if clean and self.auto_ack and self._outstanding:
+                await self.reader.commit(self._outstanding, retry=False)
+        finally:
+            self._closed = True
+            if self._attached:
+                await self.reader.release(unhanded)
+
+    async def __aenter__(self) -> AsyncConsumer:
+        return await self.attach()
+
+    async def __aexit__(
+        self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.close(clean=e is None)
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ConsumerClosedError(f"{self!r} is closed")
+
+
+def _log_failure(task: asyncio.Task[None]) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        log.error("acknowledging failed: %s", task.exception())
+
+
+class AsyncSubscription:
+    """Feeds a durable's events to `listener(event)` (a function or a coroutine function)
+    from a task until `close()`; the same rules as `durables.Subscription`."""
+
+    def __init__(
+        self, consumer: AsyncConsumer, listener: AsyncListener, runtime: AsyncRuntime | None
+    ) -> None:
+        self.consumer = consumer
+        self.listener = listener
+        self.error: BaseException | None = None
+        self._runtime = runtime
+        self._stop = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> AsyncSubscription:
+        if self._runtime is not None:
+            self._runtime.own(self)
+        self._task = asyncio.get_running_loop().create_task(
+            self._run(), name=f"durables-{self.consumer.label}"
+        )
+        return self
+
+    @property
+    def closed(self) -> bool:
+        return self._task is None or self._task.done()
+
+    async def _run(self) -> None:
+        unhanded: list[Event] = []
+        try:
+            while not self._stop.is_set() and self.error is None:
+                events = await self.consumer.fetch(self.consumer.block_s)
+                unhanded = await self._deliver(events)
+        except DurablesError as exc:
+            self.error = exc
+            log.error("subscription on %s stopped: %s", self.consumer.label, exc)
+        finally:
+            try:
+                await self.consumer.close(unhanded=unhanded)
+            except DurablesError as exc:
+                log.error("closing %r failed: %s", self.consumer, exc)
+            if self._runtime is not None:
+                self._runtime.disown(self)
+
+    async def _deliver(self, events: list[Event]) -> list[Event]:
+        for i, event in enumerate(events):
+            if self._stop.is_set():
+                return events[i:]
+            try:
+                result = self.listener(event)
+                if inspect.isawaitable(result):
+                    await result
+            except Exception as exc:
+                log.exception("listener failed on event %s; rolling it back", event.id)
+                await event.rollback()
+                if self.consumer.reader.stops_on_error:
+                    self.error = exc
+                    return events[i + 1 :]
+        return []
+
+    async def wait(self, timeout: float | None = None) -> bool:
+        """Wait for the subscription to end; True if it has."""
+        if self._task is None:
+            return True
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(asyncio.shield(self._task), timeout)
+        return self._task.done()
+
+    async def close(self) -> None:
+        """Stop delivering, acknowledge what was processed (auto-ack) and detach."""
+        self._stop.set()
+        if self._task is not None and self._task is not asyncio.current_task():
+            await asyncio.shield(self._task)
+
+    async def __aenter__(self) -> AsyncSubscription:
+        return self
+
+    async def __aexit__(
+        self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.close()
+
+
+__all__ = ["AsyncConsumer", "AsyncListener", "AsyncSubscription"]

@@ -1,0 +1,223 @@
+"""The tasks an asyncio client owns, and the order they stop in (as `durables.runtime`).
+
+Subscriptions and session deliveries call listeners; the housekeeper trims channels this
+client used; the heartbeat renews every lease (the same `Lease` records as the sync
+client, each renewal an `Op`) in one pipeline over an executor of its own. `close()`
+stops them in that order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Protocol
+
+from ..errors import ChannelNotFound, DurablesError
+from ..leases import PING, Lease
+from ..runtime import MIN_ROUND_S
+
+if TYPE_CHECKING:
+    from ..ops.base import Op
+    from .executor import AsyncExecutor
+
+log = logging.getLogger(__name__)
+
+
+class AsyncClosable(Protocol):
+    async def close(self) -> None: ...
+
+
+class AsyncHeartbeat:
+    """Renews registered leases every `lease_ms / 3` (or pings) until closed."""
+
+    def __init__(
+        self,
+        executor: AsyncExecutor,
+        lease_ms: int,
+        on_failure: Callable[[], Awaitable[None]] | None = None,
+    ) -> None:
+        self._executor = executor
+        self._lease_ms = lease_ms
+        self._on_failure = on_failure
+        self._failing = False
+        self._leases: dict[str, Lease] = {}
+        self._task: asyncio.Task[None] | None = None
+        self._closed = False
+
+    def start(self) -> None:
+        if self._task is None and not self._closed:
+            self._task = asyncio.get_running_loop().create_task(self._run(), name="heartbeat")
+
+    def add(self, lease: Lease) -> None:
+        self._leases[lease.token] = lease
+        self.start()
+
+    def remove(self, token: str) -> None:
+        self._leases.pop(token, None)
+
+    async def close(self) -> None:
+        self._closed = True
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        await self._executor.close()
+
+    async def _run(self) -> None:
+        while True:
+            await asyncio.sleep(self._lease_ms / 3000)
+            await self.beat(list(self._leases.values()))
+
+    async def beat(self, leases: list[Lease]) -> None:
+        """Renew `leases` in one round trip (or ping); tell the holders of those gone."""
+        ops: list[Op[Any]] = [lease.renew for lease in leases] or [PING]
+        try:
+            held = await self._executor.run_all(ops, retry=False)
+        except DurablesError as exc:
+            log.log(logging.DEBUG if self._failing else logging.WARNING,
+                    "heartbeat failed (%d lease(s)): %s", len(leases), exc)  # fmt: skip
+            self._failing = True
+            if self._on_failure is not None:
+                await self._on_failure()
+            return
+        self._failing = False
+        for lease, still in zip(leases, held if leases else [], strict=True):
+            if not still:
+                self.remove(lease.token)
+                lease.on_lost()
+
+
+class AsyncHousekeeper:
+    """Trims the channels this client used every `interval_s` (at once with 0)."""
+
+    def __init__(self, trim: Callable[[str], Awaitable[object]], interval_s: float) -> None:
+        self._trim = trim
+        self._interval_s = interval_s
+        self._touched: set[str] = set()
+        self._task: asyncio.Task[None] | None = None
+        self._pending: set[asyncio.Task[None]] = set()
+        self._closed = False
+
+    def touch(self, channel: str) -> None:
+        if self._closed:
+            return
+        loop = asyncio.get_running_loop()
+        if self._interval_s == 0:
+            task = loop.create_task(self._trim_quietly(channel))
+            self._pending.add(task)
+            task.add_done_callback(self._pending.discard)
+            return
+        self._touched.add(channel)
+        if self._task is None:
+            self._task = loop.create_task(self._run(), name="housekeeper")
+
+    async def _run(self) -> None:
+        while True:
+            await asyncio.sleep(max(MIN_ROUND_S, self._interval_s))
+            channels, self._touched = self._touched, set()
+            for channel in sorted(channels):
+                await self._trim_quietly(channel)
+
+    async def _trim_quietly(self, channel: str) -> None:
+        try:
+            await self._trim(channel)
+        except ChannelNotFound:
+            pass
+        except DurablesError as exc:  # opportunistic: the next round tries again
+            log.debug("housekeeping %r failed: %s", channel, exc)
+            self._touched.add(channel)
+
+    async def close(self) -> None:
+        self._closed = True
+        tasks = [*self._pending, *([self._task] if self._task else [])]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+
+class AsyncDeferring(Protocol):
+    async def flush_acks(self) -> None: ...
+
+
+class AsyncAckFlusher:
+    """Sends deferred acknowledgements that no read carried out within `interval_s`
+    (`ack_flush_interval_s`), each owner's from a task of its own; `close()` sends what is
+    left (as `durables.runtime.AckFlusher`)."""
+
+    def __init__(self, interval_s: float) -> None:
+        self.interval_s = interval_s
+        self._due: dict[int, tuple[AsyncDeferring, asyncio.Task[None]]] = {}
+        self._closed = False
+
+    def schedule(self, owner: AsyncDeferring) -> None:
+        """`owner` holds deferred acks: flush them within the interval."""
+        if id(owner) in self._due or self._closed:
+            return
+        task = asyncio.get_running_loop().create_task(self._later(owner))
+        self._due[id(owner)] = (owner, task)
+
+    def cancel(self, owner: AsyncDeferring) -> None:
+        due = self._due.pop(id(owner), None)
+        if due is not None and due[1] is not asyncio.current_task():
+            due[1].cancel()
+
+    async def _later(self, owner: AsyncDeferring) -> None:
+        await asyncio.sleep(self.interval_s)
+        self._due.pop(id(owner), None)
+        await self._flush_quietly(owner)
+
+    @staticmethod
+    async def _flush_quietly(owner: AsyncDeferring) -> None:
+        try:
+            await owner.flush_acks()
+        except DurablesError as exc:  # the next read carries them, or the close
+            log.warning("deferred acknowledgements of %r not sent yet: %s", owner, exc)
+
+    async def close(self) -> None:
+        self._closed = True
+        due, self._due = list(self._due.values()), {}
+        for _, task in due:
+            task.cancel()
+        await asyncio.gather(*(task for _, task in due), return_exceptions=True)
+        for owner, _ in due:
+            await self._flush_quietly(owner)
+
+
+class AsyncRuntime:
+    """Owns a client's tasks: workers, the ack flusher, the housekeeper, the heartbeat;
+    stopped in that order."""
+
+    def __init__(
+        self,
+        heartbeat: AsyncHeartbeat,
+        housekeeper: AsyncHousekeeper,
+        acks: AsyncAckFlusher | None = None,
+    ) -> None:
+        self.heartbeat = heartbeat
+        self.housekeeper = housekeeper
+        self.acks = acks or AsyncAckFlusher(0.0)
+        self._workers: dict[int, AsyncClosable] = {}
+
+    def own(self, worker: AsyncClosable) -> None:
+        self._workers[id(worker)] = worker
+
+    def disown(self, worker: AsyncClosable) -> None:
+        self._workers.pop(id(worker), None)
+
+    async def close(self) -> None:
+        workers = list(self._workers.values())
+        self._workers.clear()
+        for worker in reversed(workers):
+            try:
+                await worker.close()
+            except DurablesError as exc:
+                log.warning("closing %r: %s", worker, exc)
+        await self.acks.close()
+        await self.housekeeper.close()
+        await self.heartbeat.close()
+
+
+__all__ = ["AsyncAckFlusher", "AsyncClosable", "AsyncDeferring", "AsyncHeartbeat",
+           "AsyncHousekeeper", "AsyncRuntime"]  # fmt: skip

@@ -1,0 +1,494 @@
+"""Asyncio durable client sessions: the same records, live lease, queues, markers and
+delivery cursors (`ops.sessions.SessionCursors`: replay up to the marker, then live) as
+`durables.session`, with the round trips awaited and delivery on a task.
+
+Listeners may be plain objects (`on_event`, `after_region_live`) or have coroutine
+methods; both are called from the delivery task.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import logging
+import secrets
+import time
+from collections.abc import Iterable, Sequence
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Protocol
+
+from .. import names
+from ..cache import LocalCache
+from ..errors import (
+    ConfigError,
+    ConnectionLostError,
+    DurableNotFound,
+    DurablesError,
+    SessionInUseError,
+    UnconnectedError,
+)
+from ..events import check_key, encode_data, encode_event, tombstone
+from ..leases import Lease
+from ..ops import channels as channel_ops
+from ..ops import sessions as ops
+from ..records import Interest, SessionInfo, SessionRecord
+from ..session import ALL_KEYS, Overflow, SessionState, StateListener, _interest, check_options
+from ..session_delivery import interest_matches
+from . import stores
+from .channel import get_channel
+
+if TYPE_CHECKING:
+    from ..events import Event
+    from ..ops.sessions import Batch
+    from .context import AsyncContext
+
+log = logging.getLogger(__name__)
+
+
+class AsyncSessionListener(Protocol):
+    """What a session calls: every event (`on_event` may be a coroutine function), and
+    `after_region_live(channel)` once per channel if the listener has it."""
+
+    def on_event(self, event: Event) -> object: ...
+
+
+async def _maybe(result: object) -> None:
+    if inspect.isawaitable(result):
+        await result
+
+
+class AsyncSession:
+    """A durable client: a queue per interested channel that outlives disconnects.
+    Made by `await client.session(...)`; `async with` closes it (keeping it alive)."""
+
+    def __init__(
+        self,
+        ctx: AsyncContext,
+        session_id: str,
+        timeout: float,
+        *,
+        max_depth: int | None = None,
+        disconnected_max_depth: int | None = None,
+        overflow: Overflow = "close",
+        recovery_buffer: int | None = None,
+        auto_ack: bool = True,
+    ) -> None:
+        check_options(session_id, timeout, max_depth, disconnected_max_depth, overflow,
+                      recovery_buffer)  # fmt: skip
+        self.ctx = ctx
+        self.id = session_id
+        self.token = secrets.token_hex(8)
+        self.max_depth = max_depth
+        self.disconnected_max_depth = disconnected_max_depth
+        self.overflow = overflow
+        self.recovery_buffer = recovery_buffer
+        self.auto_ack = auto_ack
+        self.resumed = False
+        self.record = SessionRecord(session_id, int(timeout * 1000), 0, 0)
+        self._timeout_ms = int(timeout * 1000)
+        self._clock_offset_ms = 0
+        self._caches: dict[str, LocalCache] = {}
+        self._listeners: dict[str, list[AsyncSessionListener]] = {}
+        self._state_listeners: list[StateListener] = []
+        self._delivery: AsyncDelivery | None = None
+        self._state: SessionState = "disconnected"
+        self.markers: dict[str, str] = {}
+
+    async def open(self) -> None:
+        """Become the session's live client and create or resume it (`client.session()`)."""
+        await self._take_live_lease()
+        try:
+            self.resumed, self.record = await self._open(self._timeout_ms)
+        except BaseException:
+            await self._release_live_lease()
+            raise
+        self._state = "connected"
+        self._keep_alive()
+        if self.record.interests:
+            await self._queues(self._limits())
+
+    def __repr__(self) -> str:
+        return f"Session({self.id!r}, resumed={self.resumed}, state={self._state!r})"
+
+    @property
+    def state(self) -> SessionState:
+        return self._state
+
+    def on_state(self, listener: StateListener) -> None:
+        self._state_listeners.append(listener)
+
+    def _set_state(self, new: SessionState) -> None:
+        old, self._state = self._state, new
+        if old == new:
+            return
+        log.log(logging.INFO if new == "connected" else logging.WARNING,
+                "session %r: %s -> %s", self.id, old, new)  # fmt: skip
+        for listener in list(self._state_listeners):
+            try:
+                listener(old, new)
+            except Exception:
+                log.exception("session state listener failed on %s -> %s", old, new)
+
+    @property
+    def discarded(self) -> int:
+        return self._delivery.cursors.discarded if self._delivery is not None else 0
+
+    @property
+    def connected(self) -> bool:
+        return self._state in ("connected", "expired")
+
+    async def info(self) -> SessionInfo:
+        """The session's state and queue (see `Session.info`)."""
+        depth = in_flight = 0
+        limits: list[int] = []
+        for queue in await self._queues():
+            depth, in_flight = depth + max(0, queue.depth), in_flight + queue.in_flight
+            if queue.limit:
+                limits.append(queue.limit)
+        limit = max(limits) if limits else self.max_depth
+        return SessionInfo(self.id, self._state, depth, limit, self._timeout_ms / 1000,
+                           in_flight)  # fmt: skip
+
+    def _limits(self) -> str:
+        return ops.queue_limits(self.max_depth, self.disconnected_max_depth, self.overflow,
+                                self.ctx.lease_ms)  # fmt: skip
+
+    async def _queues(self, limits: str = "") -> list[ops.Queue]:
+        live = None if self._state == "disconnected" else True
+        channels = list(self.record.interests)
+        found = await self.ctx.executor.run_all(
+            [ops.queue(self.ctx.keys(c), self.id, limits, live) for c in channels]
+        )
+        for channel, queue in zip(channels, found, strict=True):
+            dropped, closed = ops.overflow_notes(self.id, channel, queue)
+            if dropped:
+                await self._alert(dropped)
+            if closed:
+                await self._overflowed(closed)
+        return list(found)
+
+    async def _alert(self, message: str) -> None:
+        log.warning(message)
+        await stores.alert(self.ctx, message, await stores.server_ms(self.ctx), session=self.id)
+
+    async def _overflowed(self, message: str) -> None:
+        await self._alert(message)
+        with contextlib.suppress(DurablesError):
+            await stores.remove(self.ctx, self.record)
+        self._set_state("closed")
+
+    # -- the live lease -----------------------------------------------------------------
+
+    async def _take_live_lease(self) -> None:
+        op = ops.take_live(self.ctx.namespace, self.id, self.token, self.ctx.lease_ms)
+        if not await self.ctx.executor.run(op, retry=False):
+            raise SessionInUseError(
+                f"session {self.id!r} is live in another client; close it there first, or wait "
+                f"{self.ctx.settings.lease_timeout_s:g} s if that client died"
+            )
+
+    def _keep_alive(self) -> None:
+        renew = ops.touch(self.ctx.namespace, self.id, self.token, self.ctx.lease_ms)
+        self.ctx.runtime.heartbeat.add(Lease(self.token, renew, self._lost_connection))
+
+    def _lost_connection(self) -> None:
+        if self._state in ("connected", "expired"):
+            self._set_state("disconnected")
+
+    async def _release_live_lease(self) -> None:
+        self.ctx.runtime.heartbeat.remove(self.token)
+        await self.ctx.executor.run(ops.release_live(self.ctx.namespace, self.id, self.token),
+                                    retry=False)  # fmt: skip
+
+    async def _open(self, timeout_ms: int) -> tuple[bool, SessionRecord]:
+        ctx = self.ctx
+        now = await stores.server_ms(ctx)
+        self._clock_offset_ms = now - int(time.time() * 1000)
+        plan = ops.opening(self.id, await stores.load(ctx, self.id), now, timeout_ms)
+        if plan.expired is not None:
+            await stores.expire(ctx, plan.expired, now)
+        for channel in plan.dropped:
+            await stores.drop_interest(ctx, self.id, channel)
+        await stores.save(ctx, plan.record)
+        return plan.resumed, plan.record
+
+    async def _resume(self) -> None:
+        """The server answers again: be the live client again (see `Session._resume`)."""
+        if self._state != "disconnected":
+            return
+        await self._take_live_lease()
+        interests = dict(self.record.interests)
+        resumed, self.record = await self._open(self._timeout_ms)
+        if not resumed:
+            for channel, interest in ops.carried_over(interests, self.record).items():
+                await self.ctx.executor.run(ops.join(self.ctx.keys(channel), self.id))
+                self.record.interests[channel] = interest
+            await stores.save(self.ctx, self.record)
+        self.resumed = resumed
+        self._keep_alive()
+        self._set_state("connected" if resumed else "expired")
+        await self._queues(self._limits())
+
+    async def _check_connected(self, what: str) -> None:
+        if self._state == "disconnected" and self.ctx.executor.state == "connected":
+            with contextlib.suppress(DurablesError):
+                await self._resume()
+        if not self.connected:
+            raise UnconnectedError(
+                f"cannot {what} while session {self.id!r} is {self._state}; "
+                f"the local cache still serves reads"
+            )
+
+    # -- interests, listeners, cache ----------------------------------------------------
+
+    @property
+    def interests(self) -> dict[str, Interest]:
+        return dict(self.record.interests)
+
+    async def register_interest(
+        self,
+        channel: str,
+        keys: Iterable[str] | Any = ALL_KEYS,
+        *,
+        regex: str | None = None,
+        durable: bool = True,
+    ) -> dict[str, bytes]:
+        """Queue the channel's events for this session (see `Session.register_interest`)."""
+        await self._check_connected("register interest")
+        interest = _interest(channel, keys, regex, durable)
+        ch = await get_channel(self.ctx, channel)
+        await self.ctx.executor.run(ops.join(ch.keys, self.id))
+        self.record.interests[channel] = interest
+        await stores.save(self.ctx, self.record)
+        if self.max_depth is not None:
+            await self.ctx.executor.run(ops.queue(ch.keys, self.id, self._limits(), True))
+        values = await ch.last_values()
+        response = {key: value for key, value in values.items() if interest_matches(interest, key)}
+        self.cache(channel).apply_response(response)
+        return {key: data for key, (_, data) in response.items()}
+
+    def add_listener(self, channel: str, listener: AsyncSessionListener) -> None:
+        """`listener.on_event(event)` (sync or async) for each event; `after_region_live`."""
+        self._listeners.setdefault(channel, []).append(listener)
+
+    def cache(self, channel: str) -> LocalCache:
+        return self._caches.setdefault(channel, LocalCache(channel))
+
+    async def ready_for_events(self) -> None:
+        """Place the replay markers and start delivering: replay, after_region_live, live."""
+        await self._check_connected("get ready for events")
+        if self._delivery is not None:
+            return
+        for channel in self.record.interests:
+            self.markers[channel] = await self.ctx.executor.run(
+                ops.place_marker(self.ctx.keys(channel), self.id)
+            )
+        self._delivery = AsyncDelivery(self, dict(self.record.interests))
+        self._delivery.start()
+
+    # -- updates --------------------------------------------------------------------------
+
+    async def put(self, channel: str, key: str, value: Any) -> str:
+        """Publish `value` for `key` and put it in the local cache; returns the event id."""
+        await self._check_connected("put")
+        names.channel_name(channel)
+        limit = self.ctx.settings.max_payload_bytes
+        event_id = await self._publishing(channel, encode_event(value, key, None, limit))
+        self.cache(channel).put(key, encode_data(value), event_id)
+        return event_id
+
+    async def destroy(self, channel: str, key: str) -> str:
+        """Publish a tombstone for `key` and mark it destroyed locally."""
+        await self._check_connected("destroy")
+        names.channel_name(channel)
+        event_id = await self._publishing(channel, tombstone(check_key(key)))
+        self.cache(channel).destroy(key)
+        return event_id
+
+    async def _publishing(self, channel: str, parts: Sequence[bytes]) -> str:
+        ctx, k = self.ctx, self.ctx.keys(channel)
+        try:
+            await ctx.executor.run_all(channel_ops.ensure(k, {}, int(time.time() * 1000)),
+                                       retry=False)  # fmt: skip
+            return (await stores.publish_encoded(ctx, k, 1, parts, retry=False))[0]
+        except ConnectionLostError as exc:
+            self._lost_connection()
+            raise UnconnectedError(f"session {self.id!r} lost its connection: {exc}") from exc
+
+    # -- closing --------------------------------------------------------------------------
+
+    async def close(self, keepalive: bool = True) -> None:
+        """Disconnect; keepalive=False removes the session at once (see `Session.close`)."""
+        if self._delivery is not None:
+            await self._delivery.close()
+            self._delivery = None
+        was_connected = self.connected
+        self._set_state("closed")
+        if not was_connected:
+            return
+        try:
+            if keepalive:
+                for interest in [i for i in self.record.interests.values() if not i.durable]:
+                    await stores.drop_interest(self.ctx, self.id, interest.channel)
+                    del self.record.interests[interest.channel]
+                self.record.disconnected_ms = await stores.server_ms(self.ctx)
+                await stores.save(self.ctx, self.record)
+            else:
+                await stores.remove(self.ctx, self.record)
+        finally:
+            with contextlib.suppress(DurablesError):
+                await self._release_live_lease()
+
+    async def __aenter__(self) -> AsyncSession:
+        return self
+
+    async def __aexit__(
+        self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.close(keepalive=True)
+
+
+class AsyncDelivery:
+    """The task that feeds one live session's listeners and caches (see
+    `durables.session_delivery.Delivery`): the cursors decide, this task awaits and calls."""
+
+    def __init__(self, session: AsyncSession, interests: dict[str, Interest]) -> None:
+        ctx = session.ctx
+        self.session = session
+        self.ctx = ctx
+        self.cursors = ops.SessionCursors(
+            ctx.namespace, session.id, interests, session.markers, interest_matches,
+            batch=session.recovery_buffer or ctx.settings.read_batch,
+        )  # fmt: skip
+        self.live: set[str] = set()
+        self.error: BaseException | None = None
+        self._stop = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._reading = False
+        self._acks: set[asyncio.Task[Any]] = set()
+
+    def start(self) -> None:
+        self.ctx.runtime.own(self)
+        self._task = asyncio.get_running_loop().create_task(
+            self._run(), name=f"durables-{self.session.id}"
+        )
+
+    async def close(self) -> None:
+        self._stop.set()
+        if self._task is not None and self._task is not asyncio.current_task():
+            if self._reading:
+                self._task.cancel()  # a blocked read ends at once; nothing half-delivered
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        self.ctx.runtime.disown(self)
+
+    async def _run(self) -> None:
+        try:
+            while not self._stop.is_set():
+                try:
+                    await self._round()
+                except ConnectionLostError:
+                    await self._ride_out()
+                except DurableNotFound:
+                    await self.session._queues()
+                    raise
+        except DurablesError as exc:
+            self.error = exc
+            log.error("session delivery stopped: %s", exc)
+
+    async def _ride_out(self) -> None:
+        self.session._lost_connection()
+        executor = self.ctx.executor
+        while not self._stop.is_set():
+            if await executor.recover(until=self.ctx.clock() + self.ctx.settings.block_s):
+                try:
+                    await self.session._resume()
+                except ConnectionLostError:
+                    continue
+                self.cursors.restart()
+                return
+
+    async def _round(self) -> None:
+        block_ms = int(self.ctx.settings.block_s * 1000)
+        self._reading = True
+        try:
+            reply = await self.ctx.executor.run(self.cursors.read(block_ms), retry=False)
+        finally:
+            self._reading = False
+        for batch in self.cursors.on_read(reply):
+            await self._deliver(batch)
+
+    async def _deliver(self, batch: Batch) -> None:
+        channel = batch.channel
+        if batch.live_first:
+            await self._go_live(channel)
+        acked: list[str] = []
+        for event in batch.events:
+            if event.ack_required and not event.redelivered and self._too_late(event):
+                await self._nack(event, "expired_before_sent")
+                continue
+            if not event.replayed:
+                await self._go_live(channel)
+                if event.key is not None:
+                    cache = self.session.cache(channel)
+                    cache.apply_live(event.key, event.data, event.id, event.destroyed)
+            if event.ack_required:
+                event.owner = self
+            if await self._call(channel, event) and event.ack_required and self.session.auto_ack:
+                acked.append(event.id)
+        self.cursors.handed(batch)
+        ack = self.cursors.ack(batch, acked)
+        if ack is not None:
+            await self.ctx.executor.run(ack, retry=False)
+
+    def _too_late(self, event: Event) -> bool:
+        sent_ms = int(event.id.partition("-")[0])
+        now_ms = time.time() * 1000 + self.session._clock_offset_ms
+        return now_ms > sent_ms + (event.ack_timeout_ms or 0)
+
+    async def _nack(self, event: Event, reason: str) -> None:
+        log.warning("session %r: event %s of %r %s", self.session.id, event.id, event.channel,
+                    reason.replace("_", " "))  # fmt: skip
+        op = ops.nack(self.ctx.keys(event.channel), event.id, self.session.id, reason)
+        await self.ctx.executor.run(op, retry=False)
+
+    def ack_event(self, event: Event) -> asyncio.Task[Any]:
+        """An ack-required event acknowledged by the application (under way at once)."""
+        op = ops.ack(self.ctx.keys(event.channel), self.session.id, [event.id])
+        task = asyncio.get_running_loop().create_task(self.ctx.executor.run(op))
+        self._acks.add(task)  # the loop keeps only a weak reference
+        task.add_done_callback(self._acks.discard)
+        return task
+
+    def rollback_event(self, event: Event, delay_s: float = 0.0) -> None:
+        raise ConfigError(
+            "a session's events cannot be rolled back; an ack-required event left "
+            "unacknowledged is sent again after a reconnect, or nacked at its timeout"
+        )
+
+    async def _call(self, channel: str, event: Event) -> bool:
+        ok = True
+        for listener in list(self.session._listeners.get(channel, ())):
+            try:
+                await _maybe(listener.on_event(event))
+            except Exception:
+                ok = False
+                log.exception("session listener failed on event %s of %r", event.id, channel)
+        return ok
+
+    async def _go_live(self, channel: str) -> None:
+        if channel in self.live:
+            return
+        self.live.add(channel)
+        for listener in list(self.session._listeners.get(channel, ())):
+            after = getattr(listener, "after_region_live", None)
+            if after is None:
+                continue
+            try:
+                await _maybe(after(channel))
+            except Exception:
+                log.exception("after_region_live failed for %r", channel)
+
+
+__all__ = ["ALL_KEYS", "AsyncDelivery", "AsyncSession", "AsyncSessionListener"]
