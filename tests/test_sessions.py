@@ -336,3 +336,12 @@ def test_bad_interests_and_a_second_live_session_are_refused(
     with pytest.raises(ConfigError):
         client.session("ok", timeout=0)
     assert ALL_KEYS is durables.ALL_KEYS
+
+
+def test_a_deliberate_close_is_logged_as_news_not_as_a_warning(
+    client: durables.Client, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.INFO, logger="durables"), client.session("calm", timeout=30):
+        pass
+    closes = [r for r in caplog.records if "-> closed" in r.getMessage()]
+    assert closes and all(r.levelno == logging.INFO for r in closes)

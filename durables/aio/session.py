@@ -122,7 +122,8 @@ class AsyncSession:
         old, self._state = self._state, new
         if old == new:
             return
-        log.log(logging.INFO if new == "connected" else logging.WARNING,
+        # a deliberate close is news, not a warning (an overflow warns where it happens)
+        log.log(logging.WARNING if new in ("disconnected", "expired") else logging.INFO,
                 "session %r: %s -> %s", self.id, old, new)  # fmt: skip
         for listener in list(self._state_listeners):
             try:
