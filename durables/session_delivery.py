@@ -10,12 +10,13 @@ reply means is `ops.sessions.SessionCursors`; this thread sends and calls.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
 import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .errors import ConfigError, ConnectionLostError, DurableNotFound, DurablesError
 from .ops import sessions as ops
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
     from .cache import LocalCache
     from .context import Context
     from .events import Event
+    from .ops.base import Op
     from .ops.sessions import Batch
     from .records import Interest
 
@@ -81,6 +83,9 @@ class Delivery:
         self.live: set[str] = set()
         self.error: BaseException | None = None
         self._stop = threading.Event()
+        self._acks: list[Op[Any]] = []
+        """Acknowledgements of delivered batches, sent with the next read (one round trip
+        per batch, as a hand-written reader does) or when the delivery stops."""
         self._thread = threading.Thread(
             target=self._run, name=f"durables-{session_id}", daemon=True
         )
@@ -105,6 +110,7 @@ class Delivery:
                 except DurableNotFound:  # a queue is gone: an overflow may have closed it
                     self._queue_gone()
                     raise
+            self._flush_acks()
         except DurablesError as exc:
             self.error = exc
             log.error("session delivery stopped: %s", exc)
@@ -125,9 +131,17 @@ class Delivery:
 
     def _round(self) -> None:
         block_ms = int(self.ctx.settings.block_s * 1000)
-        reply = self.ctx.executor.run(self.cursors.read(block_ms), retry=False)
-        for batch in self.cursors.on_read(reply):
+        replies = self.ctx.executor.run_all([*self._acks, self.cursors.read(block_ms)],
+                                            retry=False)  # fmt: skip
+        self._acks.clear()  # sent (after an outage they go with the first read again)
+        for batch in self.cursors.on_read(replies[-1]):
             self._deliver(batch)
+
+    def _flush_acks(self) -> None:
+        if self._acks:
+            with contextlib.suppress(ConnectionLostError):  # then they come back, discarded
+                self.ctx.executor.run_all(self._acks, retry=False)
+            self._acks.clear()
 
     def _deliver(self, batch: Batch) -> None:
         channel = batch.channel
@@ -149,7 +163,7 @@ class Delivery:
         self.cursors.handed(batch)
         ack = self.cursors.ack(batch, acked)
         if ack is not None:
-            self.ctx.executor.run(ack, retry=False)
+            self._acks.append(ack)
 
     def _too_late(self, event: Event) -> bool:
         sent_ms = int(event.id.partition("-")[0])

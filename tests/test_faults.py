@@ -219,6 +219,9 @@ def test_soak_ten_sessions_through_proxies_under_random_faults(
                         published.append(ch.publish(f"e{i}", ack_required=i % 2 == 0,
                                                     ack_timeout=120))  # fmt: skip
                     time.sleep(0.01)
+                # a fast machine publishes before much has gone wrong: keep the faults
+                # coming until there were 20 (bounded), while the sessions catch up
+                assert wait_for(lambda: sum(chaos.done.values()) >= 20, SOAK_S)
             everyone = [tally for _, tally, _ in sessions]
             assert wait_for(lambda: all(set(published) <= set(t.ids) for t in everyone),
                             SOAK_S)  # fmt: skip

@@ -40,6 +40,7 @@ from .channel import get_channel
 
 if TYPE_CHECKING:
     from ..events import Event
+    from ..ops.base import Op
     from ..ops.sessions import Batch
     from .context import AsyncContext
 
@@ -368,6 +369,9 @@ class AsyncDelivery:
         self._task: asyncio.Task[None] | None = None
         self._reading = False
         self._acks: set[asyncio.Task[Any]] = set()
+        self._batch_acks: list[Op[Any]] = []
+        """Acknowledgements of delivered batches, sent with the next read (as the sync
+        delivery does) or when the delivery closes."""
 
     def start(self) -> None:
         self.ctx.runtime.own(self)
@@ -382,6 +386,10 @@ class AsyncDelivery:
                 self._task.cancel()  # a blocked read ends at once; nothing half-delivered
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
+        if self._batch_acks:  # a cancelled read may not have carried them: XACK is idempotent
+            with contextlib.suppress(ConnectionLostError):
+                await self.ctx.executor.run_all(self._batch_acks, retry=False)
+            self._batch_acks.clear()
         self.ctx.runtime.disown(self)
 
     async def _run(self) -> None:
@@ -414,10 +422,13 @@ class AsyncDelivery:
         block_ms = int(self.ctx.settings.block_s * 1000)
         self._reading = True
         try:
-            reply = await self.ctx.executor.run(self.cursors.read(block_ms), retry=False)
+            replies = await self.ctx.executor.run_all(
+                [*self._batch_acks, self.cursors.read(block_ms)], retry=False
+            )
         finally:
             self._reading = False
-        for batch in self.cursors.on_read(reply):
+        self._batch_acks.clear()
+        for batch in self.cursors.on_read(replies[-1]):
             await self._deliver(batch)
 
     async def _deliver(self, batch: Batch) -> None:
@@ -441,7 +452,7 @@ class AsyncDelivery:
         self.cursors.handed(batch)
         ack = self.cursors.ack(batch, acked)
         if ack is not None:
-            await self.ctx.executor.run(ack, retry=False)
+            self._batch_acks.append(ack)
 
     def _too_late(self, event: Event) -> bool:
         sent_ms = int(event.id.partition("-")[0])
