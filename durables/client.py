@@ -28,6 +28,7 @@ from .server import EmbeddedServer
 from .session import Overflow, Session
 from .settings import Settings, load_settings
 from .transport import transport_for
+from .urls import parse_url, tls_options
 
 if TYPE_CHECKING:
     pass
@@ -76,7 +77,9 @@ class Client:
             settings.url or EmbeddedServer(settings.home_dir, fsync=settings.fsync).ensure_running()
         )
         self.namespace = settings.namespace
-        self.transport = transport_for(self.url)
+        tls = tls_options(parse_url(self.url), settings.tls_ca_file, settings.tls_cert_file,
+                          settings.tls_key_file)  # fmt: skip
+        self.transport = transport_for(self.url, tls)
         beat_timeout = max(0.05, settings.lease_timeout_s * HEARTBEAT_TIMEOUT_FRACTION)
         quick = min(beat_timeout, settings.connect_timeout_s)
         executor = Executor(

@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, ValidationError, field_validator
+from pydantic import Field, FilePath, ValidationError, field_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -37,6 +37,13 @@ class Settings(BaseSettings):
     url: str | None = None
     """`redis://`, `rediss://`, `redis+sentinel://h:p[,h:p]/primary` or `redis+cluster://`
     URL; None starts or reuses the embedded server."""
+    tls_ca_file: FilePath | None = None
+    """With `rediss://`: the CA certificates (PEM) the server's certificate must chain to;
+    None: the system's. The server's certificate is always verified."""
+    tls_cert_file: FilePath | None = None
+    """With `rediss://`: this client's certificate (PEM), for servers that ask for one."""
+    tls_key_file: FilePath | None = None
+    """With `rediss://`: the private key of `tls_cert_file` (PEM)."""
     namespace: str = Field(default="durables", pattern=r"^[A-Za-z0-9_.-]{1,64}$")
     """Prefix of every key, so several applications can share one server."""
     home: Path = Path("~/.local/share/durables")

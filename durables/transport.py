@@ -14,7 +14,7 @@ executor does differently there.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import redis
@@ -28,7 +28,8 @@ from .cluster import Server
 from .errors import ConfigError, ConnectionLostError
 from .urls import ServerUrl, parse_url
 
-Opener = Callable[[ServerUrl, float, float], Server]
+Opener = Callable[[ServerUrl, dict[str, Any]], Server]
+"""Opens a client for the URL with redis-py's keyword arguments (timeouts, retry, TLS)."""
 
 
 def _common(socket_timeout_s: float, connect_timeout_s: float) -> dict[str, Any]:
@@ -40,15 +41,16 @@ def _common(socket_timeout_s: float, connect_timeout_s: float) -> dict[str, Any]
     }
 
 
-def _standalone(url: ServerUrl, socket_timeout_s: float, connect_timeout_s: float) -> redis.Redis:
+def _standalone(url: ServerUrl, options: dict[str, Any]) -> redis.Redis:
     try:
-        return redis.Redis.from_url(url.url, **_common(socket_timeout_s, connect_timeout_s))
+        return redis.Redis.from_url(url.url, **options)
     except ValueError as exc:
         raise ConfigError(f"malformed server URL {url.url!r}: {exc}") from None
 
 
-def _sentinel(url: ServerUrl, socket_timeout_s: float, connect_timeout_s: float) -> redis.Redis:
+def _sentinel(url: ServerUrl, options: dict[str, Any]) -> redis.Redis:
     auth = {"username": url.username, "password": url.password}
+    connect_timeout_s = options["socket_connect_timeout"]
     sentinels = Sentinel(  # type: ignore[no-untyped-call]
         list(url.hosts),
         sentinel_kwargs={"socket_timeout": connect_timeout_s,
@@ -57,19 +59,18 @@ def _sentinel(url: ServerUrl, socket_timeout_s: float, connect_timeout_s: float)
     )  # fmt: skip
     assert url.service is not None
     primary: redis.Redis = sentinels.master_for(  # type: ignore[no-untyped-call]
-        url.service, db=url.db, ssl=url.tls, **_common(socket_timeout_s, connect_timeout_s)
+        url.service, db=url.db, ssl=url.tls, **options
     )
     return primary
 
 
-def _cluster(url: ServerUrl, socket_timeout_s: float, connect_timeout_s: float) -> Server:
+def _cluster(url: ServerUrl, options: dict[str, Any]) -> Server:
     if url.db:
         raise ConfigError(f"a cluster has database 0 only, not {url.db} ({url.url!r})")
     try:
         return RedisCluster(
             startup_nodes=[ClusterNode(h, p) for h, p in url.hosts],  # type: ignore[no-untyped-call]
-            username=url.username, password=url.password, ssl=url.tls,
-            **_common(socket_timeout_s, connect_timeout_s),
+            username=url.username, password=url.password, ssl=url.tls, **options,
         )  # fmt: skip
     except (RedisError, RedisClusterException) as exc:  # no startup node gave a slot map
         raise ConnectionLostError(f"cannot reach the cluster at {url.url!r}: {exc}") from exc
@@ -88,17 +89,19 @@ class Transport:
 
     url: ServerUrl
     open: Opener
+    tls: dict[str, Any] = field(default_factory=dict)
+    """redis-py's TLS arguments (`urls.tls_options`), for every connection."""
 
     def connect(self, socket_timeout_s: float, connect_timeout_s: float) -> Server:
         """A new client with a pool of its own (the heartbeat keeps one apart, so a hung
         socket of the application never starves lease renewal)."""
-        return self.open(self.url, socket_timeout_s, connect_timeout_s)
+        return self.open(self.url, {**_common(socket_timeout_s, connect_timeout_s), **self.tls})
 
 
-def transport_for(url: str) -> Transport:
+def transport_for(url: str, tls: dict[str, Any] | None = None) -> Transport:
     """The transport for `url`'s deployment; `ConfigError` for a URL we cannot use."""
     parsed = parse_url(url)
-    return Transport(parsed, OPENERS[parsed.deployment])
+    return Transport(parsed, OPENERS[parsed.deployment], tls or {})
 
 
 __all__ = ["OPENERS", "Transport", "transport_for"]

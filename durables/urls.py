@@ -10,7 +10,8 @@ redis+cluster://[user:password@]host:port       Redis Cluster (rediss+cluster://
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from pathlib import Path
+from typing import Any, Literal
 from urllib.parse import unquote, urlsplit
 
 from .errors import ConfigError
@@ -83,4 +84,26 @@ def parse_url(url: str) -> ServerUrl:
     )  # fmt: skip
 
 
-__all__ = ["SCHEMES", "Deployment", "ServerUrl", "parse_url"]
+def tls_options(
+    url: ServerUrl, ca: Path | None = None, cert: Path | None = None, key: Path | None = None
+) -> dict[str, Any]:
+    """redis-py's TLS keyword arguments for `url`: the server's certificate verified (against
+    `ca`, else the system's CAs), and this client's certificate when given."""
+    given = {"tls_ca_file": ca, "tls_cert_file": cert, "tls_key_file": key}
+    if not url.tls:
+        named = [name for name, value in given.items() if value is not None]
+        if named:
+            raise ConfigError(f"{', '.join(named)} given, but {url.url!r} is not a TLS URL "
+                              f"(use rediss://)")  # fmt: skip
+        return {}
+    if (cert is None) != (key is None):
+        raise ConfigError("tls_cert_file and tls_key_file go together")
+    options: dict[str, Any] = {"ssl_cert_reqs": "required"}
+    if ca is not None:
+        options["ssl_ca_certs"] = str(ca)
+    if cert is not None and key is not None:
+        options["ssl_certfile"], options["ssl_keyfile"] = str(cert), str(key)
+    return options
+
+
+__all__ = ["SCHEMES", "Deployment", "ServerUrl", "parse_url", "tls_options"]

@@ -29,12 +29,17 @@ def openssl(*args: str | Path) -> None:
 
 
 def make_certificates(directory: Path) -> dict[str, Path]:
-    """A throwaway CA and a server certificate for 127.0.0.1."""
+    """A throwaway CA, a server certificate for 127.0.0.1 and a client certificate."""
     directory.mkdir(parents=True, exist_ok=True)
     ca, ca_key = directory / "ca.crt", directory / "ca.key"
     crt, key, csr, ext = (directory / n for n in ("server.crt", "server.key", "s.csr", "san.ext"))
-    if crt.exists():
-        return {"ca.crt": ca, "server.crt": crt, "server.key": key}
+    client_crt, client_key, client_csr = (
+        directory / n for n in ("client.crt", "client.key", "c.csr")
+    )
+    made = {"ca.crt": ca, "server.crt": crt, "server.key": key, "client.crt": client_crt,
+            "client.key": client_key}  # fmt: skip
+    if client_crt.exists():
+        return made
     ext.write_text("subjectAltName=IP:127.0.0.1\n")
     openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
             "-subj", "/CN=durables-test-ca", "-keyout", ca_key, "-out", ca)  # fmt: skip
@@ -42,7 +47,11 @@ def make_certificates(directory: Path) -> dict[str, Path]:
             "-keyout", key, "-out", csr)  # fmt: skip
     openssl("x509", "-req", "-in", csr, "-CA", ca, "-CAkey", ca_key, "-CAcreateserial",
             "-days", "1", "-extfile", ext, "-out", crt)  # fmt: skip
-    return {"ca.crt": ca, "server.crt": crt, "server.key": key}
+    openssl("req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=durables-test-client",
+            "-keyout", client_key, "-out", client_csr)  # fmt: skip
+    openssl("x509", "-req", "-in", client_csr, "-CA", ca, "-CAkey", ca_key, "-CAcreateserial",
+            "-days", "1", "-out", client_crt)  # fmt: skip
+    return made
 
 
 def tls_config(certs: dict[str, Path], tls_port: int) -> dict[str, str]:

@@ -14,6 +14,7 @@ from ..records import ChannelInfo, FullPolicy, HousekeepReport, SessionRecord
 from ..server import EmbeddedServer
 from ..session import Overflow
 from ..settings import Settings, load_settings
+from ..urls import parse_url, tls_options
 from . import stores
 from .channel import AsyncChannel, channel_infos, get_channel, open_channel
 from .context import AsyncContext
@@ -47,13 +48,15 @@ class AsyncClient:
         self.server_version = ""
         beat_timeout = max(0.05, settings.lease_timeout_s * HEARTBEAT_TIMEOUT_FRACTION)
         quick = min(beat_timeout, settings.connect_timeout_s)
+        tls = tls_options(parse_url(self.url), settings.tls_ca_file, settings.tls_cert_file,
+                          settings.tls_key_file)  # fmt: skip
         executor = AsyncExecutor(
-            open_redis(self.url, settings.socket_timeout_s, settings.connect_timeout_s),
+            open_redis(self.url, settings.socket_timeout_s, settings.connect_timeout_s, tls),
             reconnect_timeout_s=settings.reconnect_timeout_s,
-            probe=open_redis(self.url, beat_timeout, quick),
+            probe=open_redis(self.url, beat_timeout, quick, tls),
         )
         heartbeat = AsyncHeartbeat(
-            AsyncExecutor(open_redis(self.url, beat_timeout, quick)),
+            AsyncExecutor(open_redis(self.url, beat_timeout, quick, tls)),
             int(settings.lease_timeout_s * 1000),
             on_failure=self._heartbeat_failed,
         )
