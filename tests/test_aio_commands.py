@@ -135,12 +135,12 @@ def _run(
     monkeypatch: pytest.MonkeyPatch,
 ) -> list[bytes]:
     recorder.sent.clear()
-    with connect(server.url, namespace="same", **SETTINGS) as client:
+    with connect(server.url, namespace="tsame", **SETTINGS) as client:
         _fixed(monkeypatch)  # after connecting: redis-py's own use of `secrets` differs
         scenario(client)
     sent = list(recorder.sent)
-    with durables.connect(server.url, namespace="same", **SETTINGS) as cleaner:
-        cleaner.redis.flushall()
+    with server.client() as admin:  # the plain port, as the server's administrator
+        admin.flushall()
     return _normal(sent)
 
 
