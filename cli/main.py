@@ -69,7 +69,8 @@ def click_error(exc: click.ClickException) -> NoReturn:
     "--url",
     envvar="DURABLES_URL",
     metavar="URL",
-    help="redis:// or rediss:// URL of the server [env DURABLES_URL; default: embedded server].",
+    help="server URL: redis://, rediss://, redis+sentinel://h:p[,h:p]/primary or "
+    "redis+cluster://h:p [env DURABLES_URL; default: embedded server].",
 )
 @click.option(
     "--namespace",

@@ -72,6 +72,11 @@ def new_spec(
         raise ConfigError(f"durable kind must be one of {', '.join(KINDS)}, got {kind!r}")
     if max_deliveries is not None and (_not_int(max_deliveries) or max_deliveries < 1):
         raise ConfigError(f"max_deliveries must be a positive int, got {max_deliveries!r}")
+    if max_deliveries is not None and kind == "exclusive":
+        raise ConfigError(
+            "max_deliveries applies to shared and serial durables: an exclusive durable "
+            "delivers in order and never sets an event aside"
+        )
     selector = compile_filter(filter)
     text = selector.expression if selector else None
     stored_start, group_start, must_exist = _group_start(start)

@@ -37,10 +37,11 @@ from .ops import channels as channel_ops
 from .ops import sessions as ops
 from .publishing import publish_encoded
 from .records import Interest, SessionInfo, SessionRecord
-from .session_delivery import Delivery, SessionListener, interest_matches
+from .session_delivery import Delivery, SessionListener, as_listener, interest_matches
 
 if TYPE_CHECKING:
     from .context import Context
+    from .events import Event
 
 log = logging.getLogger(__name__)
 
@@ -302,9 +303,12 @@ class Session:
         self.cache(channel).apply_response(response)
         return {key: data for key, (_, data) in response.items()}
 
-    def add_listener(self, channel: str, listener: SessionListener) -> None:
-        """`listener.on_event(event)` for each event; `after_region_live(channel)` if it has it."""
-        self._listeners.setdefault(channel, []).append(listener)
+    def add_listener(
+        self, channel: str, listener: SessionListener | Callable[[Event], object]
+    ) -> None:
+        """`listener.on_event(event)` (or `listener(event)`, for a function) for each event;
+        `after_region_live(channel)` if it has it."""
+        self._listeners.setdefault(channel, []).append(as_listener(listener))
 
     def cache(self, channel: str) -> LocalCache:
         """The local cache of a channel; reads work while disconnected."""

@@ -16,6 +16,7 @@ import re
 import threading
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from .errors import ConfigError, ConnectionLostError, DurableNotFound, DurablesError
@@ -37,6 +38,29 @@ class SessionListener(Protocol):
     """What a session calls: every event, and once per channel when it goes live."""
 
     def on_event(self, event: Event) -> None: ...
+
+
+@dataclass(frozen=True)
+class FunctionListener:
+    """A plain function given as a session listener: called for every event."""
+
+    function: Callable[[Event], Any]
+
+    def on_event(self, event: Event) -> Any:
+        return self.function(event)
+
+
+def as_listener(listener: Any) -> Any:
+    """A listener object (`on_event`, maybe `after_region_live`) or a function of the event;
+    `ConfigError` for anything else, at once rather than at every event."""
+    if hasattr(listener, "on_event"):
+        return listener
+    if callable(listener):
+        return FunctionListener(listener)
+    raise ConfigError(
+        f"a session listener is a function of the event or an object with on_event(event), "
+        f"got {type(listener).__name__}"
+    )
 
 
 def interest_matches(interest: Interest, key: str | None) -> bool:

@@ -303,3 +303,11 @@ def _fetch(consumer: durables.Consumer, timeout: float) -> object:
         return [e.text for e in consumer.fetch(timeout=timeout)]
     except LeaseLostError as exc:
         return type(exc).__name__
+
+
+def test_max_deliveries_on_an_exclusive_durable_is_refused_not_ignored(
+    channel: durables.Channel,
+) -> None:
+    with pytest.raises(durables.ConfigError, match="shared and serial"):
+        channel.durable("audit", max_deliveries=3)
+    assert channel.durable_names() == []  # nothing stored

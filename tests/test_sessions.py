@@ -345,3 +345,21 @@ def test_a_deliberate_close_is_logged_as_news_not_as_a_warning(
         pass
     closes = [r for r in caplog.records if "-> closed" in r.getMessage()]
     assert closes and all(r.levelno == logging.INFO for r in closes)
+
+
+def test_a_plain_function_is_a_listener_and_anything_else_is_refused_at_once(
+    client: durables.Client,
+) -> None:
+    got: list[str] = []
+    channel = client.channel("orders")
+    with client.session("fn", timeout=30) as s:
+        s.register_interest("orders")
+        s.add_listener("orders", lambda event: got.append(event.text))
+        with pytest.raises(ConfigError, match="function of the event or an object"):
+            s.add_listener("orders", 42)  # type: ignore[arg-type]
+        s.ready_for_events()
+        channel.publish("hello")
+        deadline = time.monotonic() + 5
+        while not got and time.monotonic() < deadline:
+            time.sleep(0.01)
+    assert got == ["hello"]

@@ -14,7 +14,7 @@ import inspect
 import logging
 import secrets
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -34,7 +34,7 @@ from ..ops import channels as channel_ops
 from ..ops import sessions as ops
 from ..records import Interest, SessionInfo, SessionRecord
 from ..session import ALL_KEYS, Overflow, SessionState, StateListener, _interest, check_options
-from ..session_delivery import interest_matches
+from ..session_delivery import as_listener, interest_matches
 from . import stores
 from .channel import get_channel
 
@@ -270,9 +270,12 @@ class AsyncSession:
         self.cache(channel).apply_response(response)
         return {key: data for key, (_, data) in response.items()}
 
-    def add_listener(self, channel: str, listener: AsyncSessionListener) -> None:
-        """`listener.on_event(event)` (sync or async) for each event; `after_region_live`."""
-        self._listeners.setdefault(channel, []).append(listener)
+    def add_listener(
+        self, channel: str, listener: AsyncSessionListener | Callable[..., Any]
+    ) -> None:
+        """`listener.on_event(event)` (sync or async; or `listener(event)`, for a function)
+        for each event; `after_region_live`."""
+        self._listeners.setdefault(channel, []).append(as_listener(listener))
 
     def cache(self, channel: str) -> LocalCache:
         return self._caches.setdefault(channel, LocalCache(channel))
