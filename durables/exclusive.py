@@ -11,7 +11,7 @@ import secrets
 import socket
 import threading
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .errors import ConnectionLostError, DurableInUseError, LeaseLostError
 from .leases import Lease, LeaseHolder
@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from .context import Context
     from .events import Event
     from .keys import ChannelKeys
+    from .ops.base import Op
     from .selector import Selector
 
 
@@ -114,27 +115,30 @@ class ExclusiveReader(LeaseHolder):
 
     def commit(self, events: Sequence[Event], *, defer: bool = False, retry: bool = True) -> None:
         with self.lock:
-            op = self.state.commit(events, defer=defer)
-            if op is not None:
-                self.ctx.executor.run(op, retry=retry)
-        if op is not None:
-            self.ctx.touch(self.k.channel)
+            sent = self._send(self.state.commit(events, defer=defer), retry)
+        self._touched(sent)
 
     def ack(self, event: Event, outstanding: list[Event], *, defer: bool = False) -> list[Event]:
         with self.lock:
             op, left = self.state.ack(event, outstanding, defer=defer)
-            if op is not None:
-                self.ctx.executor.run(op)
-        if op is not None:
-            self.ctx.touch(self.k.channel)
+            sent = self._send(op)
+        self._touched(sent)
         return left
 
     def flush_acks(self) -> None:
         with self.lock:
-            op = self.state.flush()
-            if op is not None:
-                self.ctx.executor.run(op)
+            sent = self._send(self.state.flush())
+        self._touched(sent)
+
+    def _send(self, op: Op[Any] | None, retry: bool = True) -> bool:
+        """Send an acknowledgement the cursor asked for (under the lock, so acks go out in
+        the order the cursor made them); whether there was one."""
         if op is not None:
+            self.ctx.executor.run(op, retry=retry)
+        return op is not None
+
+    def _touched(self, sent: bool) -> None:
+        if sent:  # acknowledged events may be trimmed now
             self.ctx.touch(self.k.channel)
 
     def rollback(self, events: Sequence[Event], delay_s: float = 0.0) -> None:

@@ -9,7 +9,7 @@
 -- ARGV[1]  durable name (the group)
 -- ARGV[2]  the holder's token (its consumer name)
 -- ARGV[3]  lease length in milliseconds
--- ARGV[4]  the id up to which (inclusive) to acknowledge, or '' for none
+-- ARGV[4]  the id up to which (inclusive) to acknowledge
 -- Returns  how many events were acknowledged.
 -- Errors   LEASELOST; NOGROUP (Redis's own) if the durable's group is gone.
 --@include cumulative
@@ -17,7 +17,4 @@ if redis.call('GET', KEYS[2]) ~= ARGV[2] then
   return redis.error_reply('LEASELOST the lease of this exclusive durable has lapsed')
 end
 redis.call('PEXPIRE', KEYS[2], ARGV[3])
-if ARGV[4] == '' then
-  return 0
-end
 return ack_upto(KEYS[1], ARGV[1], ARGV[2], KEYS[3], KEYS[4], ARGV[4])
