@@ -41,7 +41,9 @@ def work(
             while not stop.is_set():
                 for event in consumer.fetch(timeout=0.2):
                     job = event.json()["job"]
-                    print(f"{name} did job {job}", flush=True)
+                    # one write per line: the workers share the parent's stdout, and
+                    # print's separate write of the newline could interleave with theirs
+                    print(f"{name} did job {job}\n", end="", flush=True)
                     jobs.append(job)
                 consumer.commit()  # a window means explicit acknowledgement
     done.put((name, jobs))
