@@ -9,7 +9,6 @@ stops them in that order.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Protocol
@@ -23,6 +22,29 @@ if TYPE_CHECKING:
     from .executor import AsyncExecutor
 
 log = logging.getLogger(__name__)
+
+RECANCEL_S = 1.0
+"""How long `stop` waits for cancelled tasks before it cancels them again."""
+STOP_TRIES = 10
+
+
+async def stop(tasks: list[asyncio.Task[Any]], what: str) -> None:
+    """Cancel `tasks` and wait until they end, cancelling again while they run.
+
+    On Python 3.11 a cancel that meets a timeout firing at the same moment inside redis-py
+    can be swallowed (it becomes a TimeoutError), and a task's loop then runs on: awaiting
+    it once would hang `close()`. After `STOP_TRIES` rounds a task still running is left,
+    with a warning, rather than hanging its owner.
+    """
+    pending = {task for task in tasks if not task.done()}
+    for _ in range(STOP_TRIES):
+        if not pending:
+            return
+        for task in pending:
+            task.cancel()
+        _, pending = await asyncio.wait(pending, timeout=RECANCEL_S)
+    if pending:
+        log.warning("%s: %d task(s) did not stop when cancelled", what, len(pending))
 
 
 class AsyncClosable(Protocol):
@@ -60,13 +82,11 @@ class AsyncHeartbeat:
     async def close(self) -> None:
         self._closed = True
         if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+            await stop([self._task], "heartbeat")
         await self._executor.close()
 
     async def _run(self) -> None:
-        while True:
+        while not self._closed:
             await asyncio.sleep(self._lease_ms / 3000)
             await self.beat(list(self._leases.values()))
 
@@ -114,7 +134,7 @@ class AsyncHousekeeper:
             self._task = loop.create_task(self._run(), name="housekeeper")
 
     async def _run(self) -> None:
-        while True:
+        while not self._closed:
             await asyncio.sleep(max(MIN_ROUND_S, self._interval_s))
             channels, self._touched = self._touched, set()
             for channel in sorted(channels):
@@ -131,10 +151,7 @@ class AsyncHousekeeper:
 
     async def close(self) -> None:
         self._closed = True
-        tasks = [*self._pending, *([self._task] if self._task else [])]
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await stop([*self._pending, *([self._task] if self._task else [])], "housekeeping")
 
 
 class AsyncDeferring(Protocol):
@@ -178,9 +195,7 @@ class AsyncAckFlusher:
     async def close(self) -> None:
         self._closed = True
         due, self._due = list(self._due.values()), {}
-        for _, task in due:
-            task.cancel()
-        await asyncio.gather(*(task for _, task in due), return_exceptions=True)
+        await stop([task for _, task in due], "acknowledgement flushing")
         for owner, _ in due:
             await self._flush_quietly(owner)
 
