@@ -2,8 +2,9 @@
 
 Channels, durables, consumers and sessions need to send operations, read settings,
 build keys, own threads and read a clock: nothing more. Handing them this keeps
-every module below `client.py` free of it (no import circle), and lets an asyncio
-client hand down the same things with its own executor.
+every module below `client.py` free of it (no import circle), and lets the asyncio
+client hand down the same things with its own executor and runtime (`BaseContext` is
+both; the code both clients share is written against it).
 """
 
 from __future__ import annotations
@@ -11,23 +12,53 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Generic, Protocol, TypeVar
 
 from . import keys
 
 if TYPE_CHECKING:
-    from .executor import Executor
-    from .runtime import Runtime
+    from .leases import Lease
     from .settings import Settings
 
 
-@dataclass(frozen=True)
-class Context:
-    """One client's executor, settings, runtime (threads) and clock."""
+class Epochs(Protocol):
+    """What shared code reads of an executor, sync or asyncio."""
 
-    executor: Executor
+    @property
+    def epoch(self) -> int: ...
+
+
+class LeaseRegistry(Protocol):
+    def add(self, lease: Lease) -> None: ...
+
+    def remove(self, token: str) -> None: ...
+
+
+class Touchable(Protocol):
+    def touch(self, channel: str) -> None: ...
+
+
+class Owner(Protocol):
+    """What shared code uses of a runtime, sync or asyncio (all of it plain calls)."""
+
+    @property
+    def heartbeat(self) -> LeaseRegistry: ...
+
+    @property
+    def housekeeper(self) -> Touchable: ...
+
+
+E_co = TypeVar("E_co", bound=Epochs, covariant=True)
+R_co = TypeVar("R_co", bound=Owner, covariant=True)
+
+
+@dataclass(frozen=True)
+class BaseContext(Generic[E_co, R_co]):
+    """One client's executor, settings, runtime (threads or tasks) and clock."""
+
+    executor: E_co
     settings: Settings
-    runtime: Runtime
+    runtime: R_co
     clock: Callable[[], float] = field(default=time.monotonic)
     """Local monotonic seconds, for deadlines; the server's clock decides leases and expiry."""
 
@@ -47,4 +78,13 @@ class Context:
         self.runtime.housekeeper.touch(channel)
 
 
-__all__ = ["Context"]
+AnyContext = BaseContext[Epochs, Owner]
+"""A context of either client, for code both share."""
+
+
+@dataclass(frozen=True)
+class Context(BaseContext["Executor", "Runtime"]):
+    """The sync client's context: its executor and its runtime of threads."""
+
+
+__all__ = ["AnyContext", "BaseContext", "Context", "Epochs", "LeaseRegistry", "Owner"]

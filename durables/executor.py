@@ -28,6 +28,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from . import cluster, scripts
 from .errors import ConnectionLostError
+from .ops.flows import Flow, Recover, Send, step
 from .replies import error_word, translate
 
 if TYPE_CHECKING:
@@ -190,6 +191,27 @@ class Executor:
             return self._send(op)
         except ResponseError as exc:
             return exc
+
+    def drive(self, flow: Flow[T]) -> T:
+        """Run a flow (`ops.flows`) to its end, performing each effect it yields."""
+        result: Any = None
+        error: BaseException | None = None
+        while True:
+            try:
+                effect = step(flow, result, error)
+            except StopIteration as done:
+                value: T = done.value
+                return value
+            result, error = None, None
+            try:
+                if isinstance(effect, Send):
+                    result = self.run_all(effect.ops, retry=effect.retry)
+                elif isinstance(effect, Recover):
+                    result = self.recover(effect.until)
+                else:
+                    result = effect.function(*effect.args)
+            except BaseException as exc:  # thrown into the flow at its `yield`
+                error = exc
 
     # -- scripts --------------------------------------------------------------------------
 

@@ -23,12 +23,12 @@ LAYERS: dict[str, int] = {
     "events": 1, "replies": 1, "processes": 1, "server": 1, "scripts": 1,
     # 2: operations as plain data, and the readers' state machines (no I/O)
     "ops": 2, "ops.base": 2, "ops.channels": 2, "ops.durables": 2, "ops.housekeeping": 2,
-    "ops.exclusive": 2, "ops.shared": 2, "ops.sessions": 2,
+    "ops.exclusive": 2, "ops.shared": 2, "ops.sessions": 2, "ops.flows": 2,
     # 3: sending: transport, cluster, executor, leases, runtime, context (and asyncio twins)
     "transport": 3, "cluster": 3, "executor": 3, "leases": 3, "runtime": 3, "context": 3,
     "aio.transport": 3, "aio.executor": 3, "aio.runtime": 3, "aio.context": 3,
     # 4: readers and stores over a context
-    "exclusive": 4, "shared": 4, "consumer": 4, "subscription": 4, "retention": 4,
+    "reading": 4, "exclusive": 4, "shared": 4, "consumer": 4, "subscription": 4, "retention": 4,
     "publishing": 4, "dead_letters": 4, "session_store": 4, "session_delivery": 4,
     "aio.readers": 4, "aio.consumer": 4, "aio.stores": 4,
     # 5: the public objects

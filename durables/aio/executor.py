@@ -11,6 +11,7 @@ the scripts again and increments `epoch`, so readers attach again.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 import random
 import time
@@ -31,6 +32,7 @@ from ..executor import (
     parse_all,
     wire,
 )
+from ..ops.flows import Flow, Recover, Send, step
 from ..replies import translate
 
 if TYPE_CHECKING:
@@ -132,6 +134,29 @@ class AsyncExecutor:
             return await self.redis.execute_command(*wire(op))  # type: ignore[no-untyped-call]
         except ResponseError as exc:
             return exc
+
+    async def drive(self, flow: Flow[T]) -> T:
+        """Run a flow (`ops.flows`) to its end, awaiting each effect it yields."""
+        result: Any = None
+        error: BaseException | None = None
+        while True:
+            try:
+                effect = step(flow, result, error)
+            except StopIteration as done:
+                value: T = done.value
+                return value
+            result, error = None, None
+            try:
+                if isinstance(effect, Send):
+                    result = await self.run_all(effect.ops, retry=effect.retry)
+                elif isinstance(effect, Recover):
+                    result = await self.recover(effect.until)
+                else:
+                    result = effect.function(*effect.args)
+                    if inspect.isawaitable(result):
+                        result = await result
+            except BaseException as exc:  # thrown into the flow at its `yield`
+                error = exc
 
     # -- scripts --------------------------------------------------------------------------
 

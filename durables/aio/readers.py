@@ -1,24 +1,17 @@
 """The asyncio readers: exclusive (a lease, cumulative ack) and shared/serial (dealt by the
 Lua dispatcher). What to send and what a reply means is decided by the same state
 machines as the sync readers (`ops.exclusive.ExclusiveCursor`, `ops.shared.SharedHandout`);
-these classes only await what the machines ask for. The read loops (fence, wait, attach
-again after an outage) mirror `durables.exclusive` and `durables.shared` step for step.
+and the read loops (wait, attach again after an outage) are the sync readers' too
+(`reading.ExclusiveLoop`, `reading.SharedLoop`): these classes await what they ask for.
 """
 
 from __future__ import annotations
 
-import contextlib
-import logging
-import os
-import secrets
-import socket
 from collections.abc import Callable, Sequence
+from contextlib import nullcontext
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ..errors import ConnectionLostError, DurableInUseError, LeaseLostError
-from ..leases import Lease, LeaseHolder
-from ..ops.exclusive import ExclusiveCursor
-from ..ops.shared import SharedHandout
+from ..reading import ExclusiveLoop, SharedLoop
 
 if TYPE_CHECKING:
     from ..events import Event
@@ -26,8 +19,6 @@ if TYPE_CHECKING:
     from ..ops.base import Op
     from ..selector import Selector
     from .context import AsyncContext
-
-log = logging.getLogger(__name__)
 
 
 class AsyncReader(Protocol):
@@ -64,91 +55,26 @@ class AsyncReader(Protocol):
     async def release(self, unhanded: Sequence[Event]) -> None: ...
 
 
-class AsyncExclusiveReader(LeaseHolder):
+class AsyncExclusiveReader(ExclusiveLoop):
     """The one consumer attached to an exclusive durable."""
-
-    stops_on_error = True
 
     def __init__(
         self, ctx: AsyncContext, k: ChannelKeys, durable: str, name: str,
         selectors: list[Selector],
     ) -> None:  # fmt: skip
-        self.ctx = ctx
-        self.k = k
-        self.notices: list[str] = []
-        self.token = f"{name}@{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
-        self.state = ExclusiveCursor(
-            k, durable, self.token, lease_ms=ctx.lease_ms, batch=ctx.settings.read_batch,
-            selectors=selectors,
-        )  # fmt: skip
-        self._context = self.state.context
-        self._epoch = 0
-
-    @property
-    def discarded(self) -> int:
-        return self.state.discarded
+        super().__init__(ctx, k, durable, name, selectors, nullcontext())
+        self.executor = ctx.executor
 
     async def attach(self) -> None:
-        self._epoch = self.ctx.executor.epoch
-        self.state.on_attach(await self.ctx.executor.run(self.state.attach()))
-        self.ctx.runtime.heartbeat.add(Lease(self.token, self.state.renew(), self._on_lost))
-
-    async def _reattach(self) -> None:
-        epoch = self.ctx.executor.epoch
-        try:
-            counts = await self.ctx.executor.run(self.state.attach(), retry=False)
-        except DurableInUseError as exc:
-            raise LeaseLostError(f"{self._context}: this consumer lost its lease ({exc})") from exc
-        self.state.on_reattach(counts)
-        self._epoch, self._lost = epoch, False
-        self.ctx.runtime.heartbeat.add(Lease(self.token, self.state.renew(), self._on_lost))
+        await self.executor.drive(self.attaching())
 
     async def read(self, timeout: float) -> list[Event]:
-        deadline = self.ctx.clock() + timeout
-        while True:
-            try:
-                if self._lost or self._epoch != self.ctx.executor.epoch:
-                    await self._reattach()
-                try:
-                    return await self._read(deadline)
-                except LeaseLostError:
-                    self._lost = True
-            except ConnectionLostError:
-                if not await self.ctx.executor.recover(until=deadline):
-                    return []
-
-    async def _read(self, deadline: float) -> list[Event]:
-        clock, executor = self.ctx.clock, self.ctx.executor
-        while True:
-            ops = self.state.read()
-            try:
-                replies = await executor.run_all(ops, retry=False)
-            except BaseException:
-                self.state.read_failed()
-                raise
-            events, again = self.state.on_read(replies)
-            self.ctx.touch(self.k.channel)
-            if events:
-                return events
-            if again:
-                continue
-            if replies[-1]:  # entries came, all skipped by the filter
-                return []
-            remaining = deadline - clock()
-            if remaining <= 0:
-                return []
-            seconds = min(remaining, self.ctx.settings.block_s)
-            entries = await executor.run(self.state.wait(seconds), retry=False)
-            if entries:
-                return self.state.events(entries)
+        return await self.executor.drive(self.reading(timeout))
 
     async def commit(
         self, events: Sequence[Event], *, defer: bool = False, retry: bool = True
     ) -> None:
-        op = self.state.commit(events, defer=defer)
-        if op is not None:
-            await self.ctx.executor.run(op, retry=retry)
-            self.ctx.touch(self.k.channel)
+        await self.executor.drive(self.committing(events, defer=defer, retry=retry))
 
     def ack(
         self, event: Event, outstanding: list[Event], *, defer: bool = False
@@ -165,20 +91,15 @@ class AsyncExclusiveReader(LeaseHolder):
         return [] if op is None else [op]
 
     async def send(self, ops: Sequence[Op[Any]]) -> None:
-        await self.ctx.executor.run_all(ops)
-        self.ctx.touch(self.k.channel)
+        await self.executor.run_all(ops)
+        self._touched()
 
     async def release(self, unhanded: Sequence[Event]) -> None:
-        self.ctx.runtime.heartbeat.remove(self.token)
-        with contextlib.suppress(LeaseLostError):
-            await self.ctx.executor.run_all(self.state.release(unhanded), retry=False)
-        self.ctx.touch(self.k.channel)
+        await self.executor.drive(self.releasing(unhanded))
 
 
-class AsyncSharedReader(LeaseHolder):
+class AsyncSharedReader(SharedLoop):
     """One consumer attached to a shared or serial durable."""
-
-    stops_on_error = False
 
     def __init__(
         self,
@@ -191,78 +112,19 @@ class AsyncSharedReader(LeaseHolder):
         selector: Selector | None = None,
         on_notice: Callable[[str], object] | None = None,
     ) -> None:
-        self.ctx = ctx
-        self.k = k
-        self.notices: list[str] = []
-        self._on_notice = on_notice
-        self.window = window
-        self.id = f"{name}#{secrets.token_hex(4)}"
-        self.state = SharedHandout(k, durable, kind, self.id, window=window,
-                                   lease_ms=ctx.lease_ms, selector=selector)  # fmt: skip
-        self._context = self.state.context
-        self._epoch = 0
-
-    @property
-    def discarded(self) -> int:
-        return self.state.discarded
+        super().__init__(ctx, k, durable, kind, name, window, selector, on_notice, nullcontext())
+        self.executor = ctx.executor
 
     async def attach(self, *, retry: bool = True) -> None:
-        epoch = self.ctx.executor.epoch
-        self.state.on_attach(await self.ctx.executor.run(self.state.attach(), retry=retry))
-        self._epoch, self._lost = epoch, False
-        self.ctx.runtime.heartbeat.add(Lease(self.id, self.state.renew(), self._on_lost))
+        await self.executor.drive(self.attaching(retry=retry))
 
     async def read(self, timeout: float) -> list[Event]:
-        deadline = self.ctx.clock() + timeout
-        while True:
-            try:
-                if self._lost or self._epoch != self.ctx.executor.epoch:
-                    await self.attach(retry=False)
-                try:
-                    return await self._read(deadline)
-                except LeaseLostError:
-                    self._lost = True
-            except ConnectionLostError:
-                if not await self.ctx.executor.recover(until=deadline):
-                    return []
-
-    async def _read(self, deadline: float) -> list[Event]:
-        clock, executor = self.ctx.clock, self.ctx.executor
-        while True:
-            ops = self.state.fetch()
-            try:
-                replies = await executor.run_all(ops, retry=False)
-            except BaseException:
-                self.state.fetch_failed()
-                raise
-            dealt = self.state.on_fetch(replies)
-            if dealt.notice is not None:
-                self._notice(dealt.notice)
-            remaining = deadline - clock()
-            if dealt.events or remaining <= 0:
-                return dealt.events
-            wait = self.state.wait(
-                dealt.newest, dealt.rung, min(remaining, self.ctx.settings.block_s)
-            )
-            await executor.run(wait, retry=False)
-
-    def _notice(self, text: str) -> None:
-        log.warning("%s: %s", self._context, text)
-        self.notices.append(text)
-        if self._on_notice is not None:
-            self._on_notice(text)
+        return await self.executor.drive(self.reading(timeout))
 
     async def commit(
         self, events: Sequence[Event], *, defer: bool = False, retry: bool = True
     ) -> None:
-        if not events:
-            return
-        self.state.commit(events)
-        if not defer:
-            ops = self.state.flush()
-            if ops:
-                await self.ctx.executor.run_all(ops, retry=retry)
-                self.ctx.touch(self.k.channel)
+        await self.executor.drive(self.committing(events, defer=defer, retry=retry))
 
     def ack(
         self, event: Event, outstanding: list[Event], *, defer: bool = False
@@ -278,13 +140,11 @@ class AsyncSharedReader(LeaseHolder):
         return [] if op is None else [op]
 
     async def send(self, ops: Sequence[Op[Any]]) -> None:
-        await self.ctx.executor.run_all(ops)
-        self.ctx.touch(self.k.channel)
+        await self.executor.run_all(ops)
+        self._touched()
 
     async def release(self, unhanded: Sequence[Event]) -> None:
-        self.ctx.runtime.heartbeat.remove(self.id)
-        await self.ctx.executor.run_all(self.state.release(unhanded), retry=False)
-        self.ctx.touch(self.k.channel)
+        await self.executor.drive(self.releasing(unhanded))
 
 
 __all__ = ["AsyncExclusiveReader", "AsyncReader", "AsyncSharedReader"]

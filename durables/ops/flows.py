@@ -1,0 +1,83 @@
+"""Multi-step sequences written once for both clients: generators that yield effects.
+
+A read loop (attach again after an outage, fetch, wait, fetch again) or a session's
+delivery round is more than one operation, with decisions between them. Written as a
+generator, it yields what it needs done (`Send` operations, `Recover` from an outage,
+`Call` the application's code) and receives the result, or has the error thrown in at the
+`yield`. The sync executor's `drive` performs each effect by blocking, the asyncio
+executor's by awaiting; the sequence itself, its retries and its state changes, exists
+once. Nothing here does I/O (the model is the sans-I/O protocol libraries, h11 and the
+like, with a generator in place of an explicit state machine).
+
+A flow is used as `replies = yield from send(ops)`, `ok = yield from recover(until)`,
+`yield from call(listener.on_event, event)`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Generator, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeAlias, TypeVar
+
+from .base import Op
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class Send:
+    """Send `ops` in one round trip; the result is their parsed replies (`Executor.run_all`)."""
+
+    ops: Sequence[Op[Any]]
+    retry: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class Recover:
+    """Wait out an outage until the monotonic time `until` (`Executor.recover`); the result
+    is whether the server answers again."""
+
+    until: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    """Call application code (a listener); the asyncio driver awaits what it returns when
+    that is awaitable. The result is the call's."""
+
+    function: Callable[..., Any]
+    args: tuple[Any, ...] = ()
+
+
+Effect: TypeAlias = Send | Recover | Call
+Flow: TypeAlias = Generator[Effect, Any, T]
+"""A sequence that yields effects and returns a `T`."""
+
+
+def send(ops: Sequence[Op[Any]], *, retry: bool = True) -> Flow[list[Any]]:
+    replies: list[Any] = yield Send(ops, retry)
+    return replies
+
+
+def run(op: Op[T], *, retry: bool = True) -> Flow[T]:
+    replies: list[Any] = yield Send((op,), retry)
+    result: T = replies[0]
+    return result
+
+
+def recover(until: float | None = None) -> Flow[bool]:
+    answered: bool = yield Recover(until)
+    return answered
+
+
+def call(function: Callable[..., Any], *args: Any) -> Flow[Any]:
+    return (yield Call(function, args))
+
+
+def step(flow: Flow[T], result: Any, error: BaseException | None) -> Effect:
+    """Resume `flow` with an effect's `result` (or its `error` thrown in at the `yield`);
+    the next effect. `StopIteration` carries the flow's return value, as for a generator."""
+    return flow.throw(error) if error is not None else flow.send(result)
+
+
+__all__ = ["Call", "Effect", "Flow", "Recover", "Send", "call", "recover", "run", "send", "step"]

@@ -1,0 +1,279 @@
+"""The read loops of both clients' readers, written once as flows (`ops.flows`).
+
+A reader attaches (takes a lease, joins a ring), reads through its state machine
+(`ops.exclusive.ExclusiveCursor`, `ops.shared.SharedHandout`), waits when nothing came,
+attaches again after an outage or a lapsed lease, acknowledges and releases. Those
+sequences are the same for the sync and the asyncio client; only the sending differs.
+So they live here as generators, and `durables.exclusive`, `durables.shared` and
+`durables.aio.readers` drive them with their executor (blocking or awaiting).
+
+`lock` guards the state machine: a `threading.RLock` in the sync client (a listener may
+acknowledge on another thread while a read blocks; a read's round trip runs outside it),
+a no-op in the asyncio client (one thread).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import secrets
+import socket
+from abc import abstractmethod
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, suppress
+from typing import TYPE_CHECKING, Any
+
+from .errors import ConnectionLostError, DurableInUseError, LeaseLostError
+from .leases import Lease, LeaseHolder
+from .ops.exclusive import ExclusiveCursor
+from .ops.flows import Flow, recover, run, send
+from .ops.shared import SharedHandout
+
+if TYPE_CHECKING:
+    from .context import AnyContext
+    from .events import Event
+    from .keys import ChannelKeys
+    from .selector import Selector
+
+log = logging.getLogger(__name__)
+
+
+class ReaderLoop(LeaseHolder):
+    """What both kinds of reader share: the context, the lease, the outage loop."""
+
+    stops_on_error = False
+
+    def __init__(self, ctx: AnyContext, k: ChannelKeys, lock: AbstractContextManager[Any]) -> None:
+        self.ctx: AnyContext = ctx
+        self.k = k
+        self.lock = lock
+        self.notices: list[str] = []
+        """Asynchronous notices from the durable (another consumer's filter took over)."""
+        self._epoch = 0
+
+    def reading(self, timeout: float) -> Flow[list[Event]]:
+        """Events within `timeout`; through an outage it waits and attaches again, and
+        returns [] if the server is still away when `timeout` ends."""
+        deadline = self.ctx.clock() + timeout
+        while True:
+            try:
+                if self._lost or self._epoch != self.ctx.executor.epoch:
+                    yield from self.reattaching()  # LeaseLostError: another consumer holds it
+                try:
+                    return (yield from self.read_until(deadline))
+                except LeaseLostError:
+                    self._lost = True  # the lease lapsed (or reaped while away): join again
+            except ConnectionLostError:
+                if not (yield from recover(deadline)):
+                    return []
+
+    @abstractmethod
+    def reattaching(self) -> Flow[None]:
+        """Attach again after an outage or a lapsed lease."""
+
+    @abstractmethod
+    def read_until(self, deadline: float) -> Flow[list[Event]]:
+        """Read (and wait, until `deadline`) once attached."""
+
+    def _touched(self) -> None:
+        """Acknowledged events may be trimmed now."""
+        self.ctx.touch(self.k.channel)
+
+
+class ExclusiveLoop(ReaderLoop):
+    """The one consumer attached to an exclusive durable: a lease, in order, cumulative
+    acknowledgement."""
+
+    stops_on_error = True
+
+    def __init__(
+        self,
+        ctx: AnyContext,
+        k: ChannelKeys,
+        durable: str,
+        name: str,
+        selectors: list[Selector],
+        lock: AbstractContextManager[Any],
+    ) -> None:
+        super().__init__(ctx, k, lock)
+        self.token = f"{name}@{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
+        self.state = ExclusiveCursor(
+            k, durable, self.token, lease_ms=ctx.lease_ms, batch=ctx.settings.read_batch,
+            selectors=selectors,
+        )  # fmt: skip
+        self._context = self.state.context
+
+    @property
+    def discarded(self) -> int:
+        return self.state.discarded
+
+    def _lease(self) -> Lease:
+        return Lease(self.token, self.state.renew(), self._on_lost)
+
+    def attaching(self) -> Flow[None]:
+        self._epoch = self.ctx.executor.epoch
+        counts = yield from run(self.state.attach())
+        with self.lock:
+            self.state.on_attach(counts)
+        self.ctx.runtime.heartbeat.add(self._lease())
+
+    def reattaching(self) -> Flow[None]:
+        """After an outage or a lapsed lease: take the lease again if it is still free (or
+        still ours), and go on where the server says this consumer stands."""
+        epoch = self.ctx.executor.epoch
+        try:
+            counts = yield from run(self.state.attach(), retry=False)
+        except DurableInUseError as exc:
+            raise LeaseLostError(f"{self._context}: this consumer lost its lease ({exc})") from exc
+        with self.lock:
+            self.state.on_reattach(counts)
+        self._epoch, self._lost = epoch, False
+        self.ctx.runtime.heartbeat.add(self._lease())
+
+    def read_until(self, deadline: float) -> Flow[list[Event]]:
+        clock = self.ctx.clock
+        while True:
+            with self.lock:
+                ops = self.state.read()
+            try:
+                replies = yield from send(ops, retry=False)
+            except BaseException:
+                with self.lock:
+                    self.state.read_failed()
+                raise
+            with self.lock:
+                events, again = self.state.on_read(replies)
+            self._touched()
+            if events:
+                return events
+            if again:
+                continue
+            if replies[-1]:  # entries came, all skipped by the filter
+                return []
+            remaining = deadline - clock()
+            if remaining <= 0:
+                return []
+            seconds = min(remaining, self.ctx.settings.block_s)
+            entries = yield from run(self.state.wait(seconds), retry=False)
+            if entries:
+                with self.lock:
+                    return self.state.events(entries)
+
+    def committing(
+        self, events: Sequence[Event], *, defer: bool = False, retry: bool = True
+    ) -> Flow[None]:
+        """Acknowledge up to the last of `events` (under the lock, so acknowledgements go
+        out in the order the cursor made them)."""
+        with self.lock:
+            op = self.state.commit(events, defer=defer)
+            if op is not None:
+                yield from run(op, retry=retry)
+        if op is not None:
+            self._touched()
+
+    def releasing(self, unhanded: Sequence[Event]) -> Flow[None]:
+        """Give up the lease; with the server away, it lapses by itself."""
+        self.ctx.runtime.heartbeat.remove(self.token)
+        with self.lock, suppress(LeaseLostError):  # lost: nothing left to give up
+            yield from send(self.state.release(unhanded), retry=False)
+        self._touched()
+
+
+class SharedLoop(ReaderLoop):
+    """One consumer attached to a shared or serial durable: events dealt by the Lua
+    dispatcher, each acknowledged on its own."""
+
+    def __init__(
+        self,
+        ctx: AnyContext,
+        k: ChannelKeys,
+        durable: str,
+        kind: str,
+        name: str,
+        window: int,
+        selector: Selector | None,
+        on_notice: Callable[[str], object] | None,
+        lock: AbstractContextManager[Any],
+    ) -> None:
+        super().__init__(ctx, k, lock)
+        self._on_notice = on_notice
+        self.window = window
+        self.id = f"{name}#{secrets.token_hex(4)}"
+        self.state = SharedHandout(k, durable, kind, self.id, window=window,
+                                   lease_ms=ctx.lease_ms, selector=selector)  # fmt: skip
+        self._context = self.state.context
+
+    @property
+    def discarded(self) -> int:
+        return self.state.discarded
+
+    def attaching(self, *, retry: bool = True) -> Flow[None]:
+        """Join (or after an outage or a lapsed lease, join again) with this window."""
+        epoch = self.ctx.executor.epoch
+        version = yield from run(self.state.attach(), retry=retry)
+        with self.lock:
+            self.state.on_attach(version)
+        self._epoch, self._lost = epoch, False
+        self.ctx.runtime.heartbeat.add(Lease(self.id, self.state.renew(), self._on_lost))
+
+    def reattaching(self) -> Flow[None]:
+        yield from self.attaching(retry=False)
+
+    def read_until(self, deadline: float) -> Flow[list[Event]]:
+        clock = self.ctx.clock
+        while True:
+            with self.lock:
+                ops = self.state.fetch()
+            try:
+                replies = yield from send(ops, retry=False)
+            except BaseException:
+                with self.lock:
+                    self.state.fetch_failed()
+                raise
+            with self.lock:
+                dealt = self.state.on_fetch(replies)
+            if dealt.notice is not None:
+                self._notice(dealt.notice)
+            remaining = deadline - clock()
+            if dealt.events or remaining <= 0:
+                return dealt.events
+            wait = self.state.wait(
+                dealt.newest, dealt.rung, min(remaining, self.ctx.settings.block_s)
+            )
+            yield from run(wait, retry=False)
+
+    def _notice(self, text: str) -> None:
+        log.warning("%s: %s", self._context, text)
+        self.notices.append(text)
+        if self._on_notice is not None:
+            self._on_notice(text)
+
+    def committing(
+        self, events: Sequence[Event], *, defer: bool = False, retry: bool = True
+    ) -> Flow[None]:
+        if not events:
+            return
+        with self.lock:
+            self.state.commit(events)
+        if not defer:
+            yield from self.flushing(retry)
+
+    def flushing(self, retry: bool = True) -> Flow[None]:
+        """Send the acknowledgements the handout holds."""
+        with self.lock:
+            ops = self.state.flush()
+        if ops:
+            yield from send(ops, retry=retry)
+            self._touched()
+
+    def releasing(self, unhanded: Sequence[Event]) -> Flow[None]:
+        """Leave the ring; with the server away, the lease lapses by itself and the
+        dispatcher hands this consumer's events to the others."""
+        self.ctx.runtime.heartbeat.remove(self.id)
+        with self.lock:
+            ops = self.state.release(unhanded)
+        yield from send(ops, retry=False)
+        self._touched()
+
+
+__all__ = ["ExclusiveLoop", "ReaderLoop", "SharedLoop"]
