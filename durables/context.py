@@ -12,12 +12,14 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Generic, Protocol, TypeVar
+from typing import TYPE_CHECKING, Protocol
 
 from . import keys
 
 if TYPE_CHECKING:
+    from .executor import Executor
     from .leases import Lease
+    from .runtime import Runtime
     from .settings import Settings
 
 
@@ -48,17 +50,14 @@ class Owner(Protocol):
     def housekeeper(self) -> Touchable: ...
 
 
-E_co = TypeVar("E_co", bound=Epochs, covariant=True)
-R_co = TypeVar("R_co", bound=Owner, covariant=True)
-
-
 @dataclass(frozen=True)
-class BaseContext(Generic[E_co, R_co]):
-    """One client's executor, settings, runtime (threads or tasks) and clock."""
+class BaseContext:
+    """One client's executor, settings, runtime (threads or tasks) and clock: what code
+    both clients share sees of either client's context."""
 
-    executor: E_co
+    executor: Epochs
     settings: Settings
-    runtime: R_co
+    runtime: Owner
     clock: Callable[[], float] = field(default=time.monotonic)
     """Local monotonic seconds, for deadlines; the server's clock decides leases and expiry."""
 
@@ -78,13 +77,12 @@ class BaseContext(Generic[E_co, R_co]):
         self.runtime.housekeeper.touch(channel)
 
 
-AnyContext = BaseContext[Epochs, Owner]
-"""A context of either client, for code both share."""
-
-
 @dataclass(frozen=True)
-class Context(BaseContext["Executor", "Runtime"]):
+class Context(BaseContext):
     """The sync client's context: its executor and its runtime of threads."""
 
+    executor: Executor
+    runtime: Runtime
 
-__all__ = ["AnyContext", "BaseContext", "Context", "Epochs", "LeaseRegistry", "Owner"]
+
+__all__ = ["BaseContext", "Context", "Epochs", "LeaseRegistry", "Owner"]

@@ -30,7 +30,7 @@ from .ops.flows import Flow, recover, run, send
 from .ops.shared import SharedHandout
 
 if TYPE_CHECKING:
-    from .context import AnyContext
+    from .context import BaseContext
     from .events import Event
     from .keys import ChannelKeys
     from .selector import Selector
@@ -43,8 +43,8 @@ class ReaderLoop(LeaseHolder):
 
     stops_on_error = False
 
-    def __init__(self, ctx: AnyContext, k: ChannelKeys, lock: AbstractContextManager[Any]) -> None:
-        self.ctx: AnyContext = ctx
+    def __init__(self, ctx: BaseContext, k: ChannelKeys, lock: AbstractContextManager[Any]) -> None:
+        self.ctx: BaseContext = ctx
         self.k = k
         self.lock = lock
         self.notices: list[str] = []
@@ -88,7 +88,7 @@ class ExclusiveLoop(ReaderLoop):
 
     def __init__(
         self,
-        ctx: AnyContext,
+        ctx: BaseContext,
         k: ChannelKeys,
         durable: str,
         name: str,
@@ -185,7 +185,7 @@ class SharedLoop(ReaderLoop):
 
     def __init__(
         self,
-        ctx: AnyContext,
+        ctx: BaseContext,
         k: ChannelKeys,
         durable: str,
         kind: str,

@@ -9,12 +9,16 @@ from typing import TYPE_CHECKING
 from ..context import BaseContext
 
 if TYPE_CHECKING:
-    pass
+    from .executor import AsyncExecutor
+    from .runtime import AsyncRuntime
 
 
 @dataclass(frozen=True)
-class AsyncContext(BaseContext["AsyncExecutor", "AsyncRuntime"]):
+class AsyncContext(BaseContext):
     """One asyncio client's executor, settings, runtime (tasks) and clock."""
+
+    executor: AsyncExecutor
+    runtime: AsyncRuntime
 
 
 __all__ = ["AsyncContext"]
