@@ -1,11 +1,12 @@
 """Delivering a session's events: replay up to the marker, then live (seed 000).
 
-One background thread reads every interested channel through the session's
-consumer group. Events up to a channel's marker were queued while the session
+One background thread (a task in the asyncio client) reads every interested channel
+through the session's consumer group. Events up to a channel's marker were queued while the session
 was away: they go to the listeners with `replayed=True` and never touch the
 cache. Then each listener's `after_region_live(channel)` is called once, and
 later events are applied to the cache and passed on. What to read and what a
-reply means is `ops.sessions.SessionCursors`; this thread sends and calls.
+reply means is `ops.sessions.SessionCursors`; the round itself (read, deliver, ride out
+an outage) is `DeliveryLoop`, a flow both clients drive.
 """
 
 from __future__ import annotations
@@ -15,17 +16,19 @@ import logging
 import re
 import threading
 import time
+from abc import abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from .errors import ConfigError, ConnectionLostError, DurableNotFound, DurablesError
 from .ops import sessions as ops
+from .ops.flows import Flow, call, recover, run, send
 from .ops.sessions import SessionCursors
 
 if TYPE_CHECKING:
     from .cache import LocalCache
-    from .context import Context
+    from .context import BaseContext, Context
     from .events import Event
     from .ops.base import Op
     from .ops.sessions import Batch
@@ -74,7 +77,173 @@ def interest_matches(interest: Interest, key: str | None) -> bool:
     return interest.regex is not None and re.fullmatch(interest.regex, key) is not None
 
 
-class Delivery:
+class DeliveryLoop:
+    """What one live session's delivery does, for both clients: read every interested
+    channel, replay then go live, call the listeners, acknowledge, ride out outages. The
+    sync `Delivery` drives it on a thread, `durables.aio.session.AsyncDelivery` on a task.
+
+    The session's hooks may be plain functions or coroutine functions (the asyncio
+    session's): they are called through `ops.flows.call`.
+    """
+
+    def __init__(
+        self,
+        ctx: BaseContext,
+        session_id: str,
+        interests: dict[str, Interest],
+        markers: dict[str, str],
+        listeners: Callable[[str], Sequence[Any]],
+        cache: Callable[[str], LocalCache],
+        *,
+        outage: Callable[[], object],
+        resume: Callable[[], object],
+        queue_gone: Callable[[], object],
+        batch: int | None,
+        auto_ack: bool,
+        clock_offset_ms: int,
+    ) -> None:
+        self.ctx: BaseContext = ctx
+        self.session_id = session_id
+        self.auto_ack = auto_ack
+        self.clock_offset_ms = clock_offset_ms
+        """The server's clock minus ours: ack timeouts are judged on the server's."""
+        self.cursors = SessionCursors(
+            ctx.namespace, session_id, interests, markers, interest_matches,
+            batch=batch or ctx.settings.read_batch,
+        )  # fmt: skip
+        self._outage, self._resume, self._queue_gone = outage, resume, queue_gone
+        self.listeners = listeners
+        self.cache = cache
+        self.live: set[str] = set()
+        self.error: BaseException | None = None
+        self.reading = False
+        """A read is under way (the asyncio delivery may cancel it on close)."""
+        self.acks: list[Op[Any]] = []
+        """Acknowledgements of delivered batches, sent with the next read (one round trip
+        per batch, as a hand-written reader does) or when the delivery stops."""
+
+    @abstractmethod
+    def stopped(self) -> bool: ...
+
+    @abstractmethod
+    def ack_event(self, event: Event) -> Any:
+        """An ack-required event acknowledged by the application."""
+
+    def running(self) -> Flow[None]:
+        try:
+            while not self.stopped():
+                try:
+                    yield from self._round()
+                except ConnectionLostError:
+                    yield from self._ride_out()
+                except DurableNotFound:  # a queue is gone: an overflow may have closed it
+                    yield from call(self._queue_gone)
+                    raise
+            yield from self.flushing_acks()
+        except DurablesError as exc:
+            self.error = exc
+            log.error("session delivery stopped: %s", exc)
+
+    def _ride_out(self) -> Flow[None]:
+        """Wait for the server (a slice at a time, so a stop stays prompt), let the session
+        resume, then read the in-flight events again."""
+        yield from call(self._outage)
+        while not self.stopped():
+            if (yield from recover(self.ctx.clock() + self.ctx.settings.block_s)):
+                try:
+                    yield from call(self._resume)
+                except ConnectionLostError:
+                    continue  # gone again
+                self.cursors.restart()
+                return
+
+    def _round(self) -> Flow[None]:
+        block_ms = int(self.ctx.settings.block_s * 1000)
+        self.reading = True
+        try:
+            replies = yield from send([*self.acks, self.cursors.read(block_ms)], retry=False)
+        finally:
+            self.reading = False
+        self.acks.clear()  # sent (after an outage they go with the first read again)
+        for batch in self.cursors.on_read(replies[-1]):
+            yield from self._deliver(batch)
+
+    def flushing_acks(self) -> Flow[None]:
+        if self.acks:
+            with contextlib.suppress(ConnectionLostError):  # then they come back, discarded
+                yield from send(self.acks, retry=False)
+            self.acks.clear()
+
+    def _deliver(self, batch: Batch) -> Flow[None]:
+        channel = batch.channel
+        if batch.live_first:
+            yield from self._go_live(channel)
+        acked: list[str] = []
+        for event in batch.events:
+            if event.ack_required and not event.redelivered and self._too_late(event):
+                yield from self._nack(event, "expired_before_sent")
+                continue
+            if not event.replayed:
+                yield from self._go_live(channel)
+                if event.key is not None:
+                    self.cache(channel).apply_live(event.key, event.data, event.id, event.destroyed)
+            if event.ack_required:
+                event.owner = self
+            handled = yield from self._call(channel, event)
+            if handled and event.ack_required and self.auto_ack:
+                acked.append(event.id)
+        self.cursors.handed(batch)
+        ack = self.cursors.ack(batch, acked)
+        if ack is not None:
+            self.acks.append(ack)
+
+    def _too_late(self, event: Event) -> bool:
+        sent_ms = int(event.id.partition("-")[0])
+        now_ms = time.time() * 1000 + self.clock_offset_ms
+        return now_ms > sent_ms + (event.ack_timeout_ms or 0)
+
+    def _nack(self, event: Event, reason: str) -> Flow[None]:
+        log.warning("session %r: event %s of %r %s", self.session_id, event.id, event.channel,
+                    reason.replace("_", " "))  # fmt: skip
+        yield from run(ops.nack(self.ctx.keys(event.channel), event.id, self.session_id, reason),
+                       retry=False)  # fmt: skip
+
+    def ack_op(self, event: Event) -> Op[Any]:
+        """The acknowledgement of an ack-required event the application acknowledged."""
+        return ops.ack(self.ctx.keys(event.channel), self.session_id, [event.id])
+
+    def rollback_event(self, event: Event, delay_s: float = 0.0) -> None:
+        raise ConfigError(
+            "a session's events cannot be rolled back; an ack-required event left "
+            "unacknowledged is sent again after a reconnect, or nacked at its timeout"
+        )
+
+    def _call(self, channel: str, event: Event) -> Flow[bool]:
+        """Hand the event to every listener; False if one raised."""
+        ok = True
+        for listener in self.listeners(channel):
+            try:
+                yield from call(listener.on_event, event)
+            except Exception:
+                ok = False
+                log.exception("session listener failed on event %s of %r", event.id, channel)
+        return ok
+
+    def _go_live(self, channel: str) -> Flow[None]:
+        if channel in self.live:
+            return
+        self.live.add(channel)
+        for listener in self.listeners(channel):
+            after = getattr(listener, "after_region_live", None)
+            if after is None:
+                continue
+            try:
+                yield from call(after, channel)
+            except Exception:
+                log.exception("after_region_live failed for %r", channel)
+
+
+class Delivery(DeliveryLoop):
     """The thread that feeds one live session's listeners and caches."""
 
     def __init__(
@@ -92,144 +261,32 @@ class Delivery:
         clock_offset_ms: int = 0,
         queue_gone: Callable[[], None] = lambda: None,
     ) -> None:
-        self.ctx = ctx
-        self.session_id = session_id
-        self.auto_ack = auto_ack
-        self.clock_offset_ms = clock_offset_ms
-        """The server's clock minus ours: ack timeouts are judged on the server's."""
-        self.cursors = SessionCursors(
-            ctx.namespace, session_id, interests, markers, interest_matches,
-            batch=batch or ctx.settings.read_batch,
+        super().__init__(
+            ctx, session_id, interests, markers, listeners, cache, outage=outage,
+            resume=resume, queue_gone=queue_gone, batch=batch, auto_ack=auto_ack,
+            clock_offset_ms=clock_offset_ms,
         )  # fmt: skip
-        self._outage, self._resume, self._queue_gone = outage, resume, queue_gone
-        self.listeners = listeners
-        self.cache = cache
-        self.live: set[str] = set()
-        self.error: BaseException | None = None
+        self.executor = ctx.executor
+        self.runtime = ctx.runtime
         self._stop = threading.Event()
-        self._acks: list[Op[Any]] = []
-        """Acknowledgements of delivered batches, sent with the next read (one round trip
-        per batch, as a hand-written reader does) or when the delivery stops."""
         self._thread = threading.Thread(
-            target=self._run, name=f"durables-{session_id}", daemon=True
-        )
+            target=self.executor.drive, args=(self.running(),), name=f"durables-{session_id}",
+            daemon=True,
+        )  # fmt: skip
         ctx.runtime.own(self)
         self._thread.start()
+
+    def stopped(self) -> bool:
+        return self._stop.is_set()
 
     def stop(self) -> None:
         self._stop.set()
         if threading.current_thread() is not self._thread:
             self._thread.join()
-        self.ctx.runtime.disown(self)
+        self.runtime.disown(self)
 
     close = stop
 
-    def _run(self) -> None:
-        try:
-            while not self._stop.is_set():
-                try:
-                    self._round()
-                except ConnectionLostError:
-                    self._ride_out()
-                except DurableNotFound:  # a queue is gone: an overflow may have closed it
-                    self._queue_gone()
-                    raise
-            self._flush_acks()
-        except DurablesError as exc:
-            self.error = exc
-            log.error("session delivery stopped: %s", exc)
-
-    def _ride_out(self) -> None:
-        """Wait for the server (a slice at a time, so `stop()` stays prompt), let the session
-        resume, then read the in-flight events again."""
-        self._outage()
-        executor = self.ctx.executor
-        while not self._stop.is_set():
-            if executor.recover(until=self.ctx.clock() + self.ctx.settings.block_s):
-                try:
-                    self._resume()
-                except ConnectionLostError:
-                    continue  # gone again
-                self.cursors.restart()
-                return
-
-    def _round(self) -> None:
-        block_ms = int(self.ctx.settings.block_s * 1000)
-        replies = self.ctx.executor.run_all([*self._acks, self.cursors.read(block_ms)],
-                                            retry=False)  # fmt: skip
-        self._acks.clear()  # sent (after an outage they go with the first read again)
-        for batch in self.cursors.on_read(replies[-1]):
-            self._deliver(batch)
-
-    def _flush_acks(self) -> None:
-        if self._acks:
-            with contextlib.suppress(ConnectionLostError):  # then they come back, discarded
-                self.ctx.executor.run_all(self._acks, retry=False)
-            self._acks.clear()
-
-    def _deliver(self, batch: Batch) -> None:
-        channel = batch.channel
-        if batch.live_first:
-            self._go_live(channel)
-        acked: list[str] = []
-        for event in batch.events:
-            if event.ack_required and not event.redelivered and self._too_late(event):
-                self._nack(event, "expired_before_sent")
-                continue
-            if not event.replayed:
-                self._go_live(channel)
-                if event.key is not None:
-                    self.cache(channel).apply_live(event.key, event.data, event.id, event.destroyed)
-            if event.ack_required:
-                event.owner = self
-            if self._call(channel, event) and event.ack_required and self.auto_ack:
-                acked.append(event.id)
-        self.cursors.handed(batch)
-        ack = self.cursors.ack(batch, acked)
-        if ack is not None:
-            self._acks.append(ack)
-
-    def _too_late(self, event: Event) -> bool:
-        sent_ms = int(event.id.partition("-")[0])
-        now_ms = time.time() * 1000 + self.clock_offset_ms
-        return now_ms > sent_ms + (event.ack_timeout_ms or 0)
-
-    def _nack(self, event: Event, reason: str) -> None:
-        log.warning("session %r: event %s of %r %s", self.session_id, event.id, event.channel,
-                    reason.replace("_", " "))  # fmt: skip
-        op = ops.nack(self.ctx.keys(event.channel), event.id, self.session_id, reason)
-        self.ctx.executor.run(op, retry=False)
-
     def ack_event(self, event: Event) -> None:
         """An ack-required event acknowledged by the application."""
-        self.ctx.executor.run(ops.ack(self.ctx.keys(event.channel), self.session_id, [event.id]))
-
-    def rollback_event(self, event: Event, delay_s: float = 0.0) -> None:
-        raise ConfigError(
-            "a session's events cannot be rolled back; an ack-required event left "
-            "unacknowledged is sent again after a reconnect, or nacked at its timeout"
-        )
-
-    def _call(self, channel: str, event: Event) -> bool:
-        """Hand the event to every listener; False if one raised."""
-        ok = True
-        for listener in self.listeners(channel):
-            try:
-                listener.on_event(event)
-            except Exception:
-                ok = False
-                log.exception("session listener failed on event %s of %r", event.id, channel)
-        return ok
-
-    def _go_live(self, channel: str) -> None:
-        if channel in self.live:
-            return
-        self.live.add(channel)
-        for listener in self.listeners(channel):
-            after = getattr(listener, "after_region_live", None)
-            if after is None:
-                continue
-            try:
-                after(channel)
-            except Exception:
-                log.exception("after_region_live failed for %r", channel)
+        self.executor.run(self.ack_op(event))

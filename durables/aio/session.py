@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import inspect
 import logging
 import secrets
 import time
@@ -21,9 +20,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from .. import names
 from ..cache import LocalCache
 from ..errors import (
-    ConfigError,
     ConnectionLostError,
-    DurableNotFound,
     DurablesError,
     SessionInUseError,
     UnconnectedError,
@@ -34,14 +31,12 @@ from ..ops import channels as channel_ops
 from ..ops import sessions as ops
 from ..records import Interest, SessionInfo, SessionRecord
 from ..session import ALL_KEYS, Overflow, SessionState, StateListener, _interest, check_options
-from ..session_delivery import as_listener, interest_matches
+from ..session_delivery import DeliveryLoop, as_listener, interest_matches
 from . import stores
 from .channel import get_channel
 
 if TYPE_CHECKING:
     from ..events import Event
-    from ..ops.base import Op
-    from ..ops.sessions import Batch
     from .context import AsyncContext
 
 log = logging.getLogger(__name__)
@@ -52,11 +47,6 @@ class AsyncSessionListener(Protocol):
     `after_region_live(channel)` once per channel if the listener has it."""
 
     def on_event(self, event: Event) -> object: ...
-
-
-async def _maybe(result: object) -> None:
-    if inspect.isawaitable(result):
-        await result
 
 
 class AsyncSession:
@@ -354,156 +344,50 @@ class AsyncSession:
         await self.close(keepalive=True)
 
 
-class AsyncDelivery:
-    """The task that feeds one live session's listeners and caches (see
-    `durables.session_delivery.Delivery`): the cursors decide, this task awaits and calls."""
+class AsyncDelivery(DeliveryLoop):
+    """The task that feeds one live session's listeners and caches: the delivery loop of
+    `durables.session_delivery`, awaited."""
 
     def __init__(self, session: AsyncSession, interests: dict[str, Interest]) -> None:
-        ctx = session.ctx
-        self.session = session
-        self.ctx = ctx
-        self.cursors = ops.SessionCursors(
-            ctx.namespace, session.id, interests, session.markers, interest_matches,
-            batch=session.recovery_buffer or ctx.settings.read_batch,
+        super().__init__(
+            session.ctx, session.id, interests, session.markers,
+            lambda channel: list(session._listeners.get(channel, ())), session.cache,
+            outage=session._lost_connection, resume=session._resume, queue_gone=session._queues,
+            batch=session.recovery_buffer, auto_ack=session.auto_ack,
+            clock_offset_ms=session._clock_offset_ms,
         )  # fmt: skip
-        self.live: set[str] = set()
-        self.error: BaseException | None = None
+        self.executor = session.ctx.executor
+        self.runtime = session.ctx.runtime
         self._stop = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
-        self._reading = False
         self._acks: set[asyncio.Task[Any]] = set()
-        self._batch_acks: list[Op[Any]] = []
-        """Acknowledgements of delivered batches, sent with the next read (as the sync
-        delivery does) or when the delivery closes."""
+
+    def stopped(self) -> bool:
+        return self._stop.is_set()
 
     def start(self) -> None:
-        self.ctx.runtime.own(self)
+        self.runtime.own(self)
         self._task = asyncio.get_running_loop().create_task(
-            self._run(), name=f"durables-{self.session.id}"
+            self.executor.drive(self.running()), name=f"durables-{self.session_id}"
         )
 
     async def close(self) -> None:
         self._stop.set()
         if self._task is not None and self._task is not asyncio.current_task():
-            if self._reading:
+            if self.reading:
                 self._task.cancel()  # a blocked read ends at once; nothing half-delivered
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
-        if self._batch_acks:  # a cancelled read may not have carried them: XACK is idempotent
-            with contextlib.suppress(ConnectionLostError):
-                await self.ctx.executor.run_all(self._batch_acks, retry=False)
-            self._batch_acks.clear()
-        self.ctx.runtime.disown(self)
-
-    async def _run(self) -> None:
-        try:
-            while not self._stop.is_set():
-                try:
-                    await self._round()
-                except ConnectionLostError:
-                    await self._ride_out()
-                except DurableNotFound:
-                    await self.session._queues()
-                    raise
-        except DurablesError as exc:
-            self.error = exc
-            log.error("session delivery stopped: %s", exc)
-
-    async def _ride_out(self) -> None:
-        self.session._lost_connection()
-        executor = self.ctx.executor
-        while not self._stop.is_set():
-            if await executor.recover(until=self.ctx.clock() + self.ctx.settings.block_s):
-                try:
-                    await self.session._resume()
-                except ConnectionLostError:
-                    continue
-                self.cursors.restart()
-                return
-
-    async def _round(self) -> None:
-        block_ms = int(self.ctx.settings.block_s * 1000)
-        self._reading = True
-        try:
-            replies = await self.ctx.executor.run_all(
-                [*self._batch_acks, self.cursors.read(block_ms)], retry=False
-            )
-        finally:
-            self._reading = False
-        self._batch_acks.clear()
-        for batch in self.cursors.on_read(replies[-1]):
-            await self._deliver(batch)
-
-    async def _deliver(self, batch: Batch) -> None:
-        channel = batch.channel
-        if batch.live_first:
-            await self._go_live(channel)
-        acked: list[str] = []
-        for event in batch.events:
-            if event.ack_required and not event.redelivered and self._too_late(event):
-                await self._nack(event, "expired_before_sent")
-                continue
-            if not event.replayed:
-                await self._go_live(channel)
-                if event.key is not None:
-                    cache = self.session.cache(channel)
-                    cache.apply_live(event.key, event.data, event.id, event.destroyed)
-            if event.ack_required:
-                event.owner = self
-            if await self._call(channel, event) and event.ack_required and self.session.auto_ack:
-                acked.append(event.id)
-        self.cursors.handed(batch)
-        ack = self.cursors.ack(batch, acked)
-        if ack is not None:
-            self._batch_acks.append(ack)
-
-    def _too_late(self, event: Event) -> bool:
-        sent_ms = int(event.id.partition("-")[0])
-        now_ms = time.time() * 1000 + self.session._clock_offset_ms
-        return now_ms > sent_ms + (event.ack_timeout_ms or 0)
-
-    async def _nack(self, event: Event, reason: str) -> None:
-        log.warning("session %r: event %s of %r %s", self.session.id, event.id, event.channel,
-                    reason.replace("_", " "))  # fmt: skip
-        op = ops.nack(self.ctx.keys(event.channel), event.id, self.session.id, reason)
-        await self.ctx.executor.run(op, retry=False)
+        # a cancelled read may not have carried them: XACK is idempotent
+        await self.executor.drive(self.flushing_acks())
+        self.runtime.disown(self)
 
     def ack_event(self, event: Event) -> asyncio.Task[Any]:
         """An ack-required event acknowledged by the application (under way at once)."""
-        op = ops.ack(self.ctx.keys(event.channel), self.session.id, [event.id])
-        task = asyncio.get_running_loop().create_task(self.ctx.executor.run(op))
+        task = asyncio.get_running_loop().create_task(self.executor.run(self.ack_op(event)))
         self._acks.add(task)  # the loop keeps only a weak reference
         task.add_done_callback(self._acks.discard)
         return task
-
-    def rollback_event(self, event: Event, delay_s: float = 0.0) -> None:
-        raise ConfigError(
-            "a session's events cannot be rolled back; an ack-required event left "
-            "unacknowledged is sent again after a reconnect, or nacked at its timeout"
-        )
-
-    async def _call(self, channel: str, event: Event) -> bool:
-        ok = True
-        for listener in list(self.session._listeners.get(channel, ())):
-            try:
-                await _maybe(listener.on_event(event))
-            except Exception:
-                ok = False
-                log.exception("session listener failed on event %s of %r", event.id, channel)
-        return ok
-
-    async def _go_live(self, channel: str) -> None:
-        if channel in self.live:
-            return
-        self.live.add(channel)
-        for listener in list(self.session._listeners.get(channel, ())):
-            after = getattr(listener, "after_region_live", None)
-            if after is None:
-                continue
-            try:
-                await _maybe(after(channel))
-            except Exception:
-                log.exception("after_region_live failed for %r", channel)
 
 
 __all__ = ["ALL_KEYS", "AsyncDelivery", "AsyncSession", "AsyncSessionListener"]
