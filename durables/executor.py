@@ -16,11 +16,10 @@ Each reconnection increments `epoch`: readers that kept a position on the server
 from __future__ import annotations
 
 import logging
-import random
 import threading
 import time
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import NoScriptError, RedisError, ResponseError
@@ -28,6 +27,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from . import cluster, scripts
 from .errors import ConnectionLostError
+from .link import Link, State, StateListener
 from .ops.flows import Flow, Recover, Send, step
 from .replies import error_word, translate
 
@@ -38,10 +38,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 LOST = (RedisConnectionError, RedisTimeoutError, *cluster.OUTAGE)
-State = Literal["connected", "reconnecting", "closed"]
-StateListener = Callable[[str, str], object]
-FIRST_BACKOFF_S = 0.05
-MAX_BACKOFF_S = 1.0
 
 
 def lost(exc: BaseException, context: str) -> ConnectionLostError:
@@ -76,37 +72,23 @@ class Executor:
         self, redis: Server, *, reconnect_timeout_s: float = 0.0, probe: Server | None = None
     ) -> None:
         self.redis = redis
-        self.reconnect_timeout_s = reconnect_timeout_s
         self._probe = probe or redis
-        self.epoch = 0
-        """Incremented at every reconnection (and script reload after a NOSCRIPT)."""
-        self._state: State = "connected"
-        self._outage_since = 0.0
-        self._lock = threading.Lock()
-        self._listeners: list[StateListener] = []
+        self.link = Link(reconnect_timeout_s, threading.Lock())
 
     # -- state ----------------------------------------------------------------------------
 
     @property
+    def epoch(self) -> int:
+        """Incremented at every reconnection (and script reload after a NOSCRIPT)."""
+        return self.link.epoch
+
+    @property
     def state(self) -> State:
-        return self._state
+        return self.link.state
 
     def on_state(self, listener: StateListener) -> None:
         """Call `listener(old, new)` at every change of state."""
-        self._listeners.append(listener)
-
-    def _set_state(self, new: State, *, quiet: bool = False) -> None:
-        """Change state; the caller holds the lock."""
-        old, self._state = self._state, new
-        if old == new:
-            return
-        level = logging.DEBUG if quiet else logging.INFO if new == "connected" else logging.WARNING
-        log.log(level, "server connection: %s -> %s", old, new)
-        for listener in list(self._listeners):
-            try:
-                listener(old, new)
-            except Exception:
-                log.exception("state listener failed on %s -> %s", old, new)
+        self.link.on_state(listener)
 
     # -- sending --------------------------------------------------------------------------
 
@@ -236,46 +218,30 @@ class Executor:
         load them all; readers treat it as a reconnection, since commands pipelined
         after the missing script already ran."""
         self.load_scripts()
-        with self._lock:
-            self.epoch += 1
+        self.link.reloaded()
 
     # -- outages --------------------------------------------------------------------------
 
     def lost_connection(self) -> None:
         """Note the start of an outage (state "reconnecting"), if not noted yet."""
-        with self._lock:
-            if self._state == "connected":
-                self._outage_since = time.monotonic()
-                self._set_state("reconnecting")
+        self.link.lost()
 
     def recover(self, until: float | None = None) -> bool:
         """Wait until the server answers again: True once it does (the pool is renewed and
         the scripts loaded). False if `until` (a monotonic time) came first; past
         `reconnect_timeout_s` since the outage began, the state becomes "closed" and
         `ConnectionLostError` is raised."""
-        self.lost_connection()
-        delay = FIRST_BACKOFF_S
-        while True:
-            with self._lock:
-                if self._state == "connected":
-                    return True
-                deadline = self._outage_since + self.reconnect_timeout_s
+        self.link.lost()
+        pauses = self.link.pauses(until)
+        while not self.link.connected:
             if self._answers():
                 self._reconnected()
                 return True
-            now = time.monotonic()
-            if now >= deadline:
-                with self._lock:
-                    self._set_state("closed")
-                raise ConnectionLostError(
-                    f"the server did not answer for {self.reconnect_timeout_s:g} s "
-                    f"(reconnect_timeout_s); giving up"
-                )
-            if until is not None and now >= until:
+            pause = next(pauses, None)
+            if pause is None:
                 return False
-            stop = deadline if until is None else min(deadline, until)
-            time.sleep(max(0.0, min(delay * random.uniform(0.5, 1.5), stop - now)))
-            delay = min(delay * 2, MAX_BACKOFF_S)
+            time.sleep(pause)
+        return True
 
     def _answers(self) -> bool:
         if isinstance(self._probe, cluster.RedisCluster):
@@ -293,10 +259,7 @@ class Executor:
             self.load_scripts()
         except ConnectionLostError:
             return  # gone again: the next call starts over
-        with self._lock:
-            if self._state != "connected":
-                self.epoch += 1
-                self._set_state("connected")
+        self.link.reconnected()
 
     def interrupt(self) -> None:
         """Break every connection of the pool, in use or not: a thread blocked on a
@@ -311,8 +274,7 @@ class Executor:
             self.redis.connection_pool.disconnect(inuse_connections=inuse_connections)
 
     def close(self) -> None:
-        with self._lock:
-            self._set_state("closed", quiet=True)
+        self.link.close()
         self.redis.close()
         if self._probe is not self.redis:
             self._probe.close()

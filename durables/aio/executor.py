@@ -13,8 +13,6 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
-import random
-import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -22,16 +20,8 @@ from redis.exceptions import NoScriptError, RedisError, ResponseError
 
 from .. import scripts
 from ..errors import ConnectionLostError
-from ..executor import (
-    FIRST_BACKOFF_S,
-    LOST,
-    MAX_BACKOFF_S,
-    State,
-    StateListener,
-    lost,
-    parse_all,
-    wire,
-)
+from ..executor import LOST, lost, parse_all, wire
+from ..link import Link, State, StateListener
 from ..ops.flows import Flow, Recover, Send, step
 from ..replies import translate
 
@@ -55,33 +45,21 @@ class AsyncExecutor:
         probe: aioredis.Redis | None = None,
     ) -> None:
         self.redis = redis
-        self.reconnect_timeout_s = reconnect_timeout_s
         self._probe = probe or redis
-        self.epoch = 0
+        self.link = Link(reconnect_timeout_s)
+
+    @property
+    def epoch(self) -> int:
         """Incremented at every reconnection (and script reload after a NOSCRIPT)."""
-        self._state: State = "connected"
-        self._outage_since = 0.0
-        self._listeners: list[StateListener] = []
+        return self.link.epoch
 
     @property
     def state(self) -> State:
-        return self._state
+        return self.link.state
 
     def on_state(self, listener: StateListener) -> None:
         """Call `listener(old, new)` at every change of state."""
-        self._listeners.append(listener)
-
-    def _set_state(self, new: State, *, quiet: bool = False) -> None:
-        old, self._state = self._state, new
-        if old == new:
-            return
-        level = logging.DEBUG if quiet else logging.INFO if new == "connected" else logging.WARNING
-        log.log(level, "server connection: %s -> %s", old, new)
-        for listener in list(self._listeners):
-            try:
-                listener(old, new)
-            except Exception:
-                log.exception("state listener failed on %s -> %s", old, new)
+        self.link.on_state(listener)
 
     # -- sending --------------------------------------------------------------------------
 
@@ -174,39 +152,27 @@ class AsyncExecutor:
 
     async def _reloaded(self) -> None:
         await self.load_scripts()
-        self.epoch += 1
+        self.link.reloaded()
 
     # -- outages --------------------------------------------------------------------------
 
     def lost_connection(self) -> None:
         """Note the start of an outage (state "reconnecting"), if not noted yet."""
-        if self._state == "connected":
-            self._outage_since = time.monotonic()
-            self._set_state("reconnecting")
+        self.link.lost()
 
     async def recover(self, until: float | None = None) -> bool:
         """Wait until the server answers again (see `Executor.recover`)."""
-        self.lost_connection()
-        delay = FIRST_BACKOFF_S
-        while True:
-            if self._state == "connected":
-                return True
-            deadline = self._outage_since + self.reconnect_timeout_s
+        self.link.lost()
+        pauses = self.link.pauses(until)
+        while not self.link.connected:
             if await self._answers():
                 await self._reconnected()
                 return True
-            now = time.monotonic()
-            if now >= deadline:
-                self._set_state("closed")
-                raise ConnectionLostError(
-                    f"the server did not answer for {self.reconnect_timeout_s:g} s "
-                    f"(reconnect_timeout_s); giving up"
-                )
-            if until is not None and now >= until:
+            pause = next(pauses, None)
+            if pause is None:
                 return False
-            stop = deadline if until is None else min(deadline, until)
-            await asyncio.sleep(max(0.0, min(delay * random.uniform(0.5, 1.5), stop - now)))
-            delay = min(delay * 2, MAX_BACKOFF_S)
+            await asyncio.sleep(pause)
+        return True
 
     async def _answers(self) -> bool:
         try:
@@ -220,9 +186,7 @@ class AsyncExecutor:
             await self.load_scripts()
         except ConnectionLostError:
             return  # gone again: the next call starts over
-        if self._state != "connected":
-            self.epoch += 1
-            self._set_state("connected")
+        self.link.reconnected()
 
     async def interrupt(self) -> None:
         """Break every connection of the pool, in use or not (see `Executor.interrupt`)."""
@@ -230,7 +194,7 @@ class AsyncExecutor:
         await self.redis.connection_pool.disconnect(inuse_connections=True)
 
     async def close(self) -> None:
-        self._set_state("closed", quiet=True)
+        self.link.close()
         await self.redis.aclose()
         if self._probe is not self.redis:
             await self._probe.aclose()
