@@ -15,11 +15,13 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .errors import DurablesError
 from .ops.base import Op, command
+from .ops.flows import Flow, call, send
 
 if TYPE_CHECKING:
     from .executor import Executor
@@ -49,23 +51,70 @@ class LeaseHolder:
         self._lost = True
 
 
-class Heartbeat:
-    """Renews registered leases every `lease_ms / 3` until closed."""
+class Beats:
+    """The leases a heartbeat renews, and what one beat does, for both clients: renew them
+    all in one round trip (or ping), tell the holders of those gone; on failure, call
+    `on_failure` (a function or a coroutine function)."""
 
     def __init__(
-        self, executor: Executor, lease_ms: int, on_failure: Callable[[], None] | None = None
+        self,
+        lease_ms: int,
+        on_failure: Callable[[], object] | None,
+        lock: AbstractContextManager[Any],
     ) -> None:
-        self._executor = executor
         self._lease_ms = lease_ms
         self._on_failure = on_failure
         self._failing = False
         self._leases: dict[str, Lease] = {}
-        self._lock = threading.Lock()
+        self._lock = lock
+
+    @property
+    def interval_s(self) -> float:
+        return self._lease_ms / 3000
+
+    def add(self, lease: Lease) -> None:
+        with self._lock:
+            self._leases[lease.token] = lease
+
+    def remove(self, token: str) -> None:
+        with self._lock:
+            self._leases.pop(token, None)
+
+    def beating(self) -> Flow[None]:
+        """One beat over the leases held now."""
+        with self._lock:
+            leases = list(self._leases.values())
+        ops: list[Op[Any]] = [lease.renew for lease in leases] or [PING]
+        try:
+            held = yield from send(ops, retry=False)
+        except DurablesError as exc:  # the server is away: the next beat tries again
+            log.log(logging.DEBUG if self._failing else logging.WARNING,
+                    "heartbeat failed (%d lease(s)): %s", len(leases), exc)  # fmt: skip
+            self._failing = True
+            if self._on_failure is not None:
+                yield from call(self._on_failure)
+            return
+        self._failing = False
+        for lease, still in zip(leases, held if leases else [], strict=True):
+            if not still:
+                self.remove(lease.token)
+                lease.on_lost()
+
+
+class Heartbeat(Beats):
+    """Renews registered leases every `lease_ms / 3` from a thread until closed."""
+
+    def __init__(
+        self, executor: Executor, lease_ms: int, on_failure: Callable[[], None] | None = None
+    ) -> None:
+        super().__init__(lease_ms, on_failure, threading.Lock())
+        self._executor = executor
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._starting = threading.Lock()
 
     def start(self) -> None:
-        with self._lock:
+        with self._starting:
             if self._thread is None and not self._stop.is_set():
                 self._thread = threading.Thread(
                     target=self._run, name="durables-heartbeat", daemon=True
@@ -73,13 +122,8 @@ class Heartbeat:
                 self._thread.start()
 
     def add(self, lease: Lease) -> None:
-        with self._lock:
-            self._leases[lease.token] = lease
+        super().add(lease)
         self.start()
-
-    def remove(self, token: str) -> None:
-        with self._lock:
-            self._leases.pop(token, None)
 
     def close(self) -> None:
         self._stop.set()
@@ -88,30 +132,8 @@ class Heartbeat:
         self._executor.close()
 
     def _run(self) -> None:
-        while not self._stop.wait(self._lease_ms / 3000):
-            with self._lock:
-                leases = list(self._leases.values())
-            self.beat(leases)
-
-    def beat(self, leases: list[Lease]) -> None:
-        """Renew `leases` in one round trip (or ping); tell the holders of those gone."""
-        ops: list[Op[Any]] = [lease.renew for lease in leases] or [PING]
-        try:
-            held = self._executor.run_all(ops, retry=False)
-        except DurablesError as exc:  # the server is away: the next beat tries again
-            log.log(logging.DEBUG if self._failing else logging.WARNING,
-                    "heartbeat failed (%d lease(s)): %s", len(leases), exc)  # fmt: skip
-            self._failing = True
-            if self._on_failure is not None:
-                self._on_failure()
-            return
-        self._failing = False
-        if not leases:
-            return
-        for lease, still in zip(leases, held, strict=True):
-            if not still:
-                self.remove(lease.token)
-                lease.on_lost()
+        while not self._stop.wait(self.interval_s):
+            self._executor.drive(self.beating())
 
 
-__all__ = ["Heartbeat", "Lease", "LeaseHolder"]
+__all__ = ["Beats", "Heartbeat", "Lease", "LeaseHolder"]

@@ -11,14 +11,14 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
+from contextlib import nullcontext
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ..errors import ChannelNotFound, DurablesError
-from ..leases import PING, Lease
+from ..leases import Beats, Lease
 from ..runtime import MIN_ROUND_S
 
 if TYPE_CHECKING:
-    from ..ops.base import Op
     from .executor import AsyncExecutor
 
 log = logging.getLogger(__name__)
@@ -51,8 +51,8 @@ class AsyncClosable(Protocol):
     async def close(self) -> None: ...
 
 
-class AsyncHeartbeat:
-    """Renews registered leases every `lease_ms / 3` (or pings) until closed."""
+class AsyncHeartbeat(Beats):
+    """Renews registered leases every `lease_ms / 3` (or pings) from a task until closed."""
 
     def __init__(
         self,
@@ -60,11 +60,8 @@ class AsyncHeartbeat:
         lease_ms: int,
         on_failure: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
+        super().__init__(lease_ms, on_failure, nullcontext())
         self._executor = executor
-        self._lease_ms = lease_ms
-        self._on_failure = on_failure
-        self._failing = False
-        self._leases: dict[str, Lease] = {}
         self._task: asyncio.Task[None] | None = None
         self._closed = False
 
@@ -73,11 +70,8 @@ class AsyncHeartbeat:
             self._task = asyncio.get_running_loop().create_task(self._run(), name="heartbeat")
 
     def add(self, lease: Lease) -> None:
-        self._leases[lease.token] = lease
+        super().add(lease)
         self.start()
-
-    def remove(self, token: str) -> None:
-        self._leases.pop(token, None)
 
     async def close(self) -> None:
         self._closed = True
@@ -87,26 +81,9 @@ class AsyncHeartbeat:
 
     async def _run(self) -> None:
         while not self._closed:
-            await asyncio.sleep(self._lease_ms / 3000)
-            await self.beat(list(self._leases.values()))
-
-    async def beat(self, leases: list[Lease]) -> None:
-        """Renew `leases` in one round trip (or ping); tell the holders of those gone."""
-        ops: list[Op[Any]] = [lease.renew for lease in leases] or [PING]
-        try:
-            held = await self._executor.run_all(ops, retry=False)
-        except DurablesError as exc:
-            log.log(logging.DEBUG if self._failing else logging.WARNING,
-                    "heartbeat failed (%d lease(s)): %s", len(leases), exc)  # fmt: skip
-            self._failing = True
-            if self._on_failure is not None:
-                await self._on_failure()
-            return
-        self._failing = False
-        for lease, still in zip(leases, held if leases else [], strict=True):
-            if not still:
-                self.remove(lease.token)
-                lease.on_lost()
+            await asyncio.sleep(self.interval_s)
+            if not self._closed:
+                await self._executor.drive(self.beating())
 
 
 class AsyncHousekeeper:
