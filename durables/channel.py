@@ -59,10 +59,10 @@ class Channel:
         limit = self.ctx.settings.max_payload_bytes
         op = ack_op(ack_timeout) if ack_required else b""
         encoded = encode_event(data, key, properties, limit, op, message_id)
-        event_id = publish_encoded(
+        event_id = self.ctx.executor.drive(publish_encoded(
             self.ctx, self.keys, 1, encoded, replicas=_replicas(replicas),
             replica_timeout_s=_positive("replica_timeout", replica_timeout),
-        )[0]  # fmt: skip
+        ))[0]  # fmt: skip
         self.ctx.touch(self.name)
         return event_id
 
@@ -77,12 +77,13 @@ class Channel:
             if type(m) is not Message and not isinstance(m, Message):
                 raise PayloadError(f"publish_many takes durables.Message objects, got {m!r:.60}")
             flat += encode_event(m.data, m.key, m.properties, limit, b"", m.message_id)
-        return publish_flat(self.ctx, self.keys, flat)
+        return self.ctx.executor.drive(publish_flat(self.ctx, self.keys, flat))
 
     def remove_key(self, key: str) -> str:
         """Publish a tombstone for `key`: a keyed channel forgets its last value, and session
         caches drop the entry. Returns the tombstone's event id."""
-        return publish_encoded(self.ctx, self.keys, 1, list(tombstone(check_key(key))))[0]
+        parts = list(tombstone(check_key(key)))
+        return self.ctx.executor.drive(publish_encoded(self.ctx, self.keys, 1, parts))[0]
 
     def nacks(self, count: int | None = None) -> list[Nack]:
         """Ack-required events a session did not acknowledge in time ('timeout') or whose
@@ -104,11 +105,11 @@ class Channel:
         Returns how many events were removed.
         """
         last = "+" if up_to is None else normal(up_to)
-        return trim_channel(self.ctx, self.keys, mode="purge", up_to=last)
+        return self.ctx.executor.drive(trim_channel(self.ctx, self.keys, mode="purge", up_to=last))
 
     def delete(self) -> bool:
         """Delete the channel, its events and its durables. Returns False if it did not exist."""
-        return delete_channel(self.ctx, self.keys)
+        return self.ctx.executor.drive(delete_channel(self.ctx, self.keys))
 
     def durable(
         self,

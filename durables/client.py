@@ -22,7 +22,7 @@ from .leases import Heartbeat
 from .ops import base as op
 from .ops import channels as channel_ops
 from .records import ChannelInfo, FullPolicy, HousekeepReport, SessionRecord
-from .retention import nack_expired, trim_channel
+from .retention import tidy_channel
 from .runtime import AckFlusher, Housekeeper, Runtime
 from .server import EmbeddedServer
 from .session import Overflow, Session
@@ -122,9 +122,7 @@ class Client:
         self.ctx.executor.on_state(listener)
 
     def _trim(self, channel: str) -> int:
-        k = self.ctx.keys(channel)
-        nack_expired(self.ctx, k)
-        return trim_channel(self.ctx, k)
+        return self.ctx.executor.drive(tidy_channel(self.ctx, self.ctx.keys(channel)))
 
     @property
     def redis(self) -> Server:
@@ -193,23 +191,23 @@ class Client:
 
     def sessions(self) -> list[SessionRecord]:
         """Every session's record (id, timeout, last seen, interests)."""
-        return session_store.records(self.ctx)
+        return self.ctx.executor.drive(session_store.records(self.ctx))
 
     def session_live(self, session_id: str) -> bool:
         """Whether some client holds the session live now."""
-        return session_store.is_live(self.ctx, session_id)
+        return self.ctx.executor.drive(session_store.is_live(self.ctx, session_id))
 
     def alerts(self, count: int = 100) -> list[dict[str, Any]]:
         """Recent alerts (expired sessions, ...), newest first."""
-        return session_store.alerts(self.ctx, count)
+        return self.ctx.executor.drive(session_store.alerts(self.ctx, count))
 
     def server_ms(self) -> int:
         """The server's clock, in milliseconds."""
-        return session_store.server_ms(self.ctx)
+        return self.ctx.executor.drive(session_store.server_ms(self.ctx))
 
     def housekeep(self) -> HousekeepReport:
         """One round of housekeeping on every channel now: trims acknowledged and expired events."""
-        return housekeep(self.ctx)
+        return self.ctx.executor.drive(housekeep(self.ctx))
 
     def close(self) -> None:
         """Stop every thread this client started (subscriptions and session deliveries first,

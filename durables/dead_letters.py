@@ -2,7 +2,8 @@
 
 The dispatcher (`fetch_shared.lua`) moves such an event, with its fields, the
 reason and the delivery count, to the durable's dead-letter stream and
-acknowledges it on the durable. From there it can be read and replayed.
+acknowledges it on the durable. From there it can be read and replayed. Flows
+(`ops.flows`) both clients drive.
 """
 
 from __future__ import annotations
@@ -12,25 +13,28 @@ from typing import TYPE_CHECKING
 
 from .events import encode_event
 from .ops import durables as ops
+from .ops.flows import Flow, run
 from .publishing import publish_flat
 from .records import DeadLetter
 
 if TYPE_CHECKING:
-    from .context import Context
+    from .context import BaseContext
     from .keys import ChannelKeys
 
 
-def dead_letters(ctx: Context, k: ChannelKeys, durable: str, count: int | None) -> list[DeadLetter]:
+def dead_letters(
+    ctx: BaseContext, k: ChannelKeys, durable: str, count: int | None
+) -> Flow[list[DeadLetter]]:
     """The durable's dead letters, oldest first."""
-    return ctx.executor.run(ops.dead_letters(k, durable, count))
+    return (yield from run(ops.dead_letters(k, durable, count)))
 
 
-def replay(ctx: Context, k: ChannelKeys, durable: str, count: int | None = None) -> int:
+def replay(ctx: BaseContext, k: ChannelKeys, durable: str, count: int | None = None) -> Flow[int]:
     """Publish dead letters to the channel again (as new events) and drop them here.
 
     Every durable on the channel sees a replayed event again, as a new event.
     """
-    letters = dead_letters(ctx, k, durable, count)
+    letters = yield from dead_letters(ctx, k, durable, count)
     if not letters:
         return 0
     limit = ctx.settings.max_payload_bytes
@@ -38,8 +42,8 @@ def replay(ctx: Context, k: ChannelKeys, durable: str, count: int | None = None)
     for d in letters:
         props = json.loads(d.raw_properties) if d.raw_properties else None
         flat += encode_event(d.data, d.key, props, limit)
-    publish_flat(ctx, k, flat)
-    ctx.executor.run(ops.drop_dead_letters(k, durable, [d.id for d in letters]))
+    yield from publish_flat(ctx, k, flat)
+    yield from run(ops.drop_dead_letters(k, durable, [d.id for d in letters]))
     return len(letters)
 
 

@@ -187,11 +187,13 @@ class Durable:
 
     def dead_letters(self, count: int | None = None) -> list[DeadLetter]:
         """Events given up on after `max_deliveries`, oldest first."""
-        return dead_letters.dead_letters(self.ctx, self.keys, self.name, count)
+        return self.ctx.executor.drive(
+            dead_letters.dead_letters(self.ctx, self.keys, self.name, count)
+        )
 
     def replay_dead_letters(self, count: int | None = None) -> int:
         """Publish dead letters to the channel again as new events; returns how many."""
-        return dead_letters.replay(self.ctx, self.keys, self.name, count)
+        return self.ctx.executor.drive(dead_letters.replay(self.ctx, self.keys, self.name, count))
 
     def delete(self) -> bool:
         """Delete the durable; its events stay on the channel for the other durables."""

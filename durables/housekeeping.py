@@ -3,7 +3,8 @@ events, over every channel of a namespace.
 
 Redis has no timers for us, so this runs on demand (`client.housekeep()`, the CLI's
 `durables housekeep [--every S]`), and for the channels a client uses on its
-housekeeper thread (`durables.runtime.Housekeeper`). The work itself is in Lua.
+housekeeper thread (`durables.runtime.Housekeeper`). The work itself is in Lua; the
+round is a flow (`ops.flows`) both clients drive.
 """
 
 from __future__ import annotations
@@ -13,25 +14,26 @@ from typing import TYPE_CHECKING
 
 from .errors import ChannelNotFound
 from .ops import channels as channel_ops
+from .ops.flows import Flow, run
 from .records import HousekeepReport
 from .retention import nack_expired, reap_channel, trim_channel
 from .session_store import reap_expired
 
 if TYPE_CHECKING:
-    from .context import Context
+    from .context import BaseContext
 
 log = logging.getLogger(__name__)
 
 
-def housekeep(ctx: Context) -> HousekeepReport:
+def housekeep(ctx: BaseContext) -> Flow[HousekeepReport]:
     """One round over every channel of the namespace."""
-    report = HousekeepReport(expired_sessions=reap_expired(ctx))
-    for channel in ctx.executor.run(channel_ops.names(ctx.namespace)):
+    report = HousekeepReport(expired_sessions=(yield from reap_expired(ctx)))
+    for channel in (yield from run(channel_ops.names(ctx.namespace))):
         k = ctx.keys(channel)
         try:
-            orphans = reap_channel(ctx, k)
-            nack_expired(ctx, k)
-            removed = trim_channel(ctx, k)
+            orphans = yield from reap_channel(ctx, k)
+            yield from nack_expired(ctx, k)
+            removed = yield from trim_channel(ctx, k)
         except ChannelNotFound:
             continue  # deleted since it was listed
         report.channels += 1

@@ -1,4 +1,6 @@
-"""Publishing encoded events: one `publish.lua` call per batch, room made when full."""
+"""Publishing encoded events: one `publish.lua` call per batch, room made when full.
+
+Flows (`ops.flows`) both clients drive."""
 
 from __future__ import annotations
 
@@ -8,10 +10,11 @@ from typing import TYPE_CHECKING
 from .errors import ChannelFullError, ReplicationError
 from .events import PER_EVENT
 from .ops import channels as channel_ops
+from .ops.flows import Flow, run, send
 from .retention import trim_channel
 
 if TYPE_CHECKING:
-    from .context import Context
+    from .context import BaseContext
     from .keys import ChannelKeys
     from .ops.base import Op
 
@@ -21,7 +24,7 @@ stall the server."""
 
 
 def publish_encoded(
-    ctx: Context,
+    ctx: BaseContext,
     k: ChannelKeys,
     count: int,
     parts: Sequence[bytes],
@@ -29,7 +32,7 @@ def publish_encoded(
     retry: bool = True,
     replicas: int | None = None,
     replica_timeout_s: float | None = None,
-) -> list[str]:
+) -> Flow[list[str]]:
     """Store `count` events (five encoded values each, `events.encode_event`); their ids.
 
     A channel at its capacity is trimmed once (acknowledged events may make room) and
@@ -41,20 +44,20 @@ def publish_encoded(
     wanted = settings.replicas if replicas is None else replicas
     op = channel_ops.publish(k, count, parts, int(settings.dedupe_window_s * 1000))
     try:
-        return _publish(ctx, op, wanted, replica_timeout_s, retry)
+        return (yield from _publish(ctx, op, wanted, replica_timeout_s, retry))
     except ChannelFullError:
-        trim_channel(ctx, k)
-        return _publish(ctx, op, wanted, replica_timeout_s, retry)
+        yield from trim_channel(ctx, k)
+        return (yield from _publish(ctx, op, wanted, replica_timeout_s, retry))
 
 
 def _publish(
-    ctx: Context, op: Op[list[str]], replicas: int, timeout_s: float | None, retry: bool
-) -> list[str]:
+    ctx: BaseContext, op: Op[list[str]], replicas: int, timeout_s: float | None, retry: bool
+) -> Flow[list[str]]:
     if not replicas:
-        return ctx.executor.run(op, retry=retry)
+        return (yield from run(op, retry=retry))
     timeout = ctx.settings.replica_timeout_s if timeout_s is None else timeout_s
-    ids, confirmed = ctx.executor.run_all([op, channel_ops.wait_replicas(replicas, timeout)],
-                                          retry=retry)  # fmt: skip
+    ids, confirmed = yield from send([op, channel_ops.wait_replicas(replicas, timeout)],
+                                     retry=retry)  # fmt: skip
     if confirmed < replicas:
         raise ReplicationError(
             f"only {confirmed} of {replicas} replica(s) confirmed within {timeout:g} s; "
@@ -64,12 +67,12 @@ def _publish(
     return list(ids)
 
 
-def publish_flat(ctx: Context, k: ChannelKeys, flat: list[bytes]) -> list[str]:
+def publish_flat(ctx: BaseContext, k: ChannelKeys, flat: list[bytes]) -> Flow[list[str]]:
     """Store events given as one flat list of encoded values, `MAX_BATCH` per call."""
     ids: list[str] = []
     step = MAX_BATCH * PER_EVENT
     for start in range(0, len(flat), step):
         part = flat[start : start + step]
-        ids += publish_encoded(ctx, k, len(part) // PER_EVENT, part)
+        ids += yield from publish_encoded(ctx, k, len(part) // PER_EVENT, part)
     ctx.touch(k.channel)
     return ids

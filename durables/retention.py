@@ -3,6 +3,7 @@
 The work itself is in `lua/trim.lua`, `lua/reap_shared.lua` and
 `lua/delete_channel.lua`; here the durables are listed first (a script must be
 given every key it touches), and a delete that raced a new durable is tried again.
+Flows (`ops.flows`) both clients drive.
 """
 
 from __future__ import annotations
@@ -12,45 +13,55 @@ from typing import TYPE_CHECKING, Literal
 from .errors import ChannelNotFound, DurablesError
 from .ops import channels as channel_ops
 from .ops import housekeeping as ops
+from .ops.flows import Flow, run, send
 
 if TYPE_CHECKING:
-    from .context import Context
+    from .context import BaseContext
     from .keys import ChannelKeys
 
 DELETE_TRIES = 5
 
 
 def trim_channel(
-    ctx: Context, k: ChannelKeys, mode: Literal["retain", "purge"] = "retain", up_to: str = ""
-) -> int:
+    ctx: BaseContext, k: ChannelKeys, mode: Literal["retain", "purge"] = "retain", up_to: str = ""
+) -> Flow[int]:
     """Trim one channel: 'retain' drops what every durable acked and what outlived the ttl;
     'purge' drops everything up to `up_to` ('+' for all). Returns how many events went."""
-    exists, durables = ctx.executor.run_all([channel_ops.exists(k), channel_ops.durable_names(k)])
+    exists, durables = yield from send([channel_ops.exists(k), channel_ops.durable_names(k)])
     if not exists:
         raise ChannelNotFound(f"channel {k.channel!r} does not exist")
-    return ctx.executor.run(ops.trim(k, durables, mode, up_to))
+    return (yield from run(ops.trim(k, durables, mode, up_to)))
 
 
-def nack_expired(ctx: Context, k: ChannelKeys) -> int:
+def nack_expired(ctx: BaseContext, k: ChannelKeys) -> Flow[int]:
     """Nacks for ack-required events whose timeout passed unacknowledged; how many."""
-    return ctx.executor.run(ops.nack_expired(k))
+    return (yield from run(ops.nack_expired(k)))
 
 
-def reap_channel(ctx: Context, k: ChannelKeys) -> int:
+def tidy_channel(ctx: BaseContext, k: ChannelKeys) -> Flow[int]:
+    """What a client's housekeeper does for a channel it used: nack expired ack-required
+    events, then trim; how many events went."""
+    yield from nack_expired(ctx, k)
+    return (yield from trim_channel(ctx, k))
+
+
+def reap_channel(ctx: BaseContext, k: ChannelKeys) -> Flow[int]:
     """Detach dead consumers of the channel's shared and serial durables (their events go
     back to be dealt again), and hand back orphans' events: how many orphaned events."""
-    kinds = ctx.executor.run(ops.specs(k))
+    kinds = yield from run(ops.specs(k))
     ttl_ms = int(ctx.settings.orphan_ttl_s * 1000)
     names = [name for name, kind in sorted(kinds.items()) if kind != "exclusive"]
-    return sum(ctx.executor.run_all([ops.reap(k, name, ttl_ms) for name in names])) if names else 0
+    if not names:
+        return 0
+    return sum((yield from send([ops.reap(k, name, ttl_ms) for name in names])))
 
 
-def delete_channel(ctx: Context, k: ChannelKeys) -> bool:
+def delete_channel(ctx: BaseContext, k: ChannelKeys) -> Flow[bool]:
     """Delete a channel with its events and durables; False if it did not exist."""
     for _ in range(DELETE_TRIES):
-        durables = ctx.executor.run(channel_ops.durable_names(k))
-        done = ctx.executor.run(ops.delete_channel(k, durables))
+        durables = yield from run(channel_ops.durable_names(k))
+        done = yield from run(ops.delete_channel(k, durables))
         if done >= 0:
-            ctx.executor.run(ops.unregister(k))
+            yield from run(ops.unregister(k))
             return done == 1
     raise DurablesError(f"channel {k.channel!r} kept changing while being deleted; try again")

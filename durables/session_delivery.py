@@ -82,8 +82,8 @@ class DeliveryLoop:
     channel, replay then go live, call the listeners, acknowledge, ride out outages. The
     sync `Delivery` drives it on a thread, `durables.aio.session.AsyncDelivery` on a task.
 
-    The session's hooks may be plain functions or coroutine functions (the asyncio
-    session's): they are called through `ops.flows.call`.
+    The session's hooks: `outage()` when the connection broke, the flows `resume()` when
+    the server answers again and `queue_gone()` when a queue vanished.
     """
 
     def __init__(
@@ -95,9 +95,9 @@ class DeliveryLoop:
         listeners: Callable[[str], Sequence[Any]],
         cache: Callable[[str], LocalCache],
         *,
-        outage: Callable[[], object],
-        resume: Callable[[], object],
-        queue_gone: Callable[[], object],
+        outage: Callable[[], None],
+        resume: Callable[[], Flow[None]],
+        queue_gone: Callable[[], Flow[None]],
         batch: int | None,
         auto_ack: bool,
         clock_offset_ms: int,
@@ -137,7 +137,7 @@ class DeliveryLoop:
                 except ConnectionLostError:
                     yield from self._ride_out()
                 except DurableNotFound:  # a queue is gone: an overflow may have closed it
-                    yield from call(self._queue_gone)
+                    yield from self._queue_gone()
                     raise
             yield from self.flushing_acks()
         except DurablesError as exc:
@@ -147,11 +147,11 @@ class DeliveryLoop:
     def _ride_out(self) -> Flow[None]:
         """Wait for the server (a slice at a time, so a stop stays prompt), let the session
         resume, then read the in-flight events again."""
-        yield from call(self._outage)
+        self._outage()
         while not self.stopped():
             if (yield from recover(self.ctx.clock() + self.ctx.settings.block_s)):
                 try:
-                    yield from call(self._resume)
+                    yield from self._resume()
                 except ConnectionLostError:
                     continue  # gone again
                 self.cursors.restart()
@@ -254,12 +254,13 @@ class Delivery(DeliveryLoop):
         markers: dict[str, str],
         listeners: Callable[[str], Sequence[SessionListener]],
         cache: Callable[[str], LocalCache],
-        outage: Callable[[], None] = lambda: None,
-        resume: Callable[[], None] = lambda: None,
+        *,
+        outage: Callable[[], None],
+        resume: Callable[[], Flow[None]],
+        queue_gone: Callable[[], Flow[None]],
         batch: int | None = None,
         auto_ack: bool = True,
         clock_offset_ms: int = 0,
-        queue_gone: Callable[[], None] = lambda: None,
     ) -> None:
         super().__init__(
             ctx, session_id, interests, markers, listeners, cache, outage=outage,

@@ -4,7 +4,7 @@ A session's record lives outside every channel's hash slot and is touched with
 plain commands; each interest is a consumer group (`~session:<id>`) on the
 channel's stream, so a durable interest keeps queuing (and holds back retention)
 while the session is away. Times are the server's, so clients on different
-machines agree on expiry.
+machines agree on expiry. Flows (`ops.flows`) both clients drive.
 """
 
 from __future__ import annotations
@@ -13,42 +13,43 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from .ops import sessions as ops
+from .ops.flows import Flow, run, send
 from .records import Interest, SessionRecord
 
 if TYPE_CHECKING:
-    from .context import Context
+    from .context import BaseContext
 
 log = logging.getLogger(__name__)
 MAX_ALERTS = ops.MAX_ALERTS
 
 
-def server_ms(ctx: Context) -> int:
-    return ctx.executor.run(ops.server_ms())
+def server_ms(ctx: BaseContext) -> Flow[int]:
+    return (yield from run(ops.server_ms()))
 
 
-def load(ctx: Context, session_id: str) -> SessionRecord | None:
-    return ctx.executor.run(ops.load(ctx.namespace, session_id))
+def load(ctx: BaseContext, session_id: str) -> Flow[SessionRecord | None]:
+    return (yield from run(ops.load(ctx.namespace, session_id)))
 
 
-def save(ctx: Context, record: SessionRecord) -> None:
-    ctx.executor.run_all(ops.save(ctx.namespace, record))
+def save(ctx: BaseContext, record: SessionRecord) -> Flow[None]:
+    yield from send(ops.save(ctx.namespace, record))
 
 
-def drop_interest(ctx: Context, session_id: str, channel: str) -> None:
+def drop_interest(ctx: BaseContext, session_id: str, channel: str) -> Flow[None]:
     """Destroy the session's group on a channel (its queue there is gone)."""
     k = ctx.keys(channel)
-    if ctx.executor.run(ops.stream_exists(k, session_id)):  # else the channel was deleted
-        ctx.executor.run(ops.leave(k, session_id))
+    if (yield from run(ops.stream_exists(k, session_id))):  # else the channel was deleted
+        yield from run(ops.leave(k, session_id))
 
 
-def remove(ctx: Context, record: SessionRecord) -> None:
+def remove(ctx: BaseContext, record: SessionRecord) -> Flow[None]:
     """Forget a session: its groups, record and registry entry."""
     for channel in record.interests:
-        drop_interest(ctx, record.id, channel)
-    ctx.executor.run_all(ops.forget(ctx.namespace, record.id))
+        yield from drop_interest(ctx, record.id, channel)
+    yield from send(ops.forget(ctx.namespace, record.id))
 
 
-def expire(ctx: Context, record: SessionRecord, now_ms: int) -> None:
+def expire(ctx: BaseContext, record: SessionRecord, now_ms: int) -> Flow[None]:
     """Remove a session whose timeout passed, with the seed's alert (logged and recorded)."""
     away = (now_ms - record.away_since()) / 1000
     message = (
@@ -56,43 +57,48 @@ def expire(ctx: Context, record: SessionRecord, now_ms: int) -> None:
         f"longer than its timeout of {record.timeout_ms / 1000:g} s; its queue is gone"
     )
     log.warning(message)
-    alert(ctx, message, now_ms, session=record.id)
-    remove(ctx, record)
+    yield from alert(ctx, message, now_ms, session=record.id)
+    yield from remove(ctx, record)
 
 
-def alert(ctx: Context, message: str, now_ms: int, **about: str) -> None:
-    ctx.executor.run_all(ops.alert(ctx.namespace, message, now_ms, about))
+def alert(ctx: BaseContext, message: str, now_ms: int, **about: str) -> Flow[None]:
+    yield from send(ops.alert(ctx.namespace, message, now_ms, about))
 
 
-def alerts(ctx: Context, count: int = 100) -> list[dict[str, Any]]:
+def alerts(ctx: BaseContext, count: int = 100) -> Flow[list[dict[str, Any]]]:
     """The newest alerts first."""
-    return ctx.executor.run(ops.alerts(ctx.namespace, count))
+    return (yield from run(ops.alerts(ctx.namespace, count)))
 
 
-def session_ids(ctx: Context) -> list[str]:
-    return ctx.executor.run(ops.session_ids(ctx.namespace))
+def session_ids(ctx: BaseContext) -> Flow[list[str]]:
+    return (yield from run(ops.session_ids(ctx.namespace)))
 
 
-def is_live(ctx: Context, session_id: str) -> bool:
-    return ctx.executor.run(ops.is_live(ctx.namespace, session_id))
+def is_live(ctx: BaseContext, session_id: str) -> Flow[bool]:
+    return (yield from run(ops.is_live(ctx.namespace, session_id)))
 
 
-def records(ctx: Context) -> list[SessionRecord]:
+def records(ctx: BaseContext) -> Flow[list[SessionRecord]]:
     """Every session's record (id, timeout, last seen, interests)."""
-    found = (load(ctx, i) for i in session_ids(ctx))
-    return [record for record in found if record is not None]
+    found = []
+    for session_id in (yield from session_ids(ctx)):
+        record = yield from load(ctx, session_id)
+        if record is not None:
+            found.append(record)
+    return found
 
 
-def reap_expired(ctx: Context) -> list[str]:
+def reap_expired(ctx: BaseContext) -> Flow[list[str]]:
     """Remove every session whose timeout passed while nobody held it; their ids."""
-    now, gone = server_ms(ctx), []
-    for session_id in session_ids(ctx):
-        record = load(ctx, session_id)
+    now = yield from server_ms(ctx)
+    gone = []
+    for session_id in (yield from session_ids(ctx)):
+        record = yield from load(ctx, session_id)
         if record is None:
-            ctx.executor.run(ops.unregister(ctx.namespace, session_id))
+            yield from run(ops.unregister(ctx.namespace, session_id))
             continue
-        if not is_live(ctx, session_id) and record.expired(now):
-            expire(ctx, record, now)
+        if not (yield from is_live(ctx, session_id)) and record.expired(now):
+            yield from expire(ctx, record, now)
             gone.append(session_id)
     return gone
 

@@ -13,8 +13,9 @@ from ..events import Message, Properties, ack_op, check_key, encode_event, tombs
 from ..ids import normal
 from ..ops import channels as ops
 from ..ops import sessions as session_ops
+from ..publishing import publish_encoded, publish_flat
 from ..records import ChannelInfo, DurableInfo, Kind, Nack
-from . import stores
+from ..retention import delete_channel, trim_channel
 from .durable import AsyncDurable, create_durable, load_durable
 
 if TYPE_CHECKING:
@@ -48,10 +49,10 @@ class AsyncChannel:
         limit = self.ctx.settings.max_payload_bytes
         op = ack_op(ack_timeout) if ack_required else b""
         encoded = encode_event(data, key, properties, limit, op, message_id)
-        event_id = (await stores.publish_encoded(
+        event_id = (await self.ctx.executor.drive(publish_encoded(
             self.ctx, self.keys, 1, encoded, replicas=_replicas(replicas),
             replica_timeout_s=_positive("replica_timeout", replica_timeout),
-        ))[0]  # fmt: skip
+        )))[0]  # fmt: skip
         self.ctx.touch(self.name)
         return event_id
 
@@ -63,11 +64,11 @@ class AsyncChannel:
             if not isinstance(m, Message):
                 raise PayloadError(f"publish_many takes durables.Message objects, got {m!r:.60}")
             flat += encode_event(m.data, m.key, m.properties, limit, b"", m.message_id)
-        return await stores.publish_flat(self.ctx, self.keys, flat)
+        return await self.ctx.executor.drive(publish_flat(self.ctx, self.keys, flat))
 
     async def remove_key(self, key: str) -> str:
         parts = list(tombstone(check_key(key)))
-        return (await stores.publish_encoded(self.ctx, self.keys, 1, parts))[0]
+        return (await self.ctx.executor.drive(publish_encoded(self.ctx, self.keys, 1, parts)))[0]
 
     async def nacks(self, count: int | None = None) -> list[Nack]:
         return await self.ctx.executor.run(session_ops.nacks(self.keys, count))
@@ -81,10 +82,12 @@ class AsyncChannel:
 
     async def purge(self, up_to: str | None = None) -> int:
         last = "+" if up_to is None else normal(up_to)
-        return await stores.trim_channel(self.ctx, self.keys, mode="purge", up_to=last)
+        return await self.ctx.executor.drive(
+            trim_channel(self.ctx, self.keys, mode="purge", up_to=last)
+        )
 
     async def delete(self) -> bool:
-        return await stores.delete_channel(self.ctx, self.keys)
+        return await self.ctx.executor.drive(delete_channel(self.ctx, self.keys))
 
     async def durable(
         self,

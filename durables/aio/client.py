@@ -7,15 +7,17 @@ from collections.abc import Callable
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
+from .. import session_store
 from ..client import HEARTBEAT_TIMEOUT_FRACTION, _channel_options, _info, check_server_version
+from ..housekeeping import housekeep
 from ..ops import base as op
 from ..ops import channels as channel_ops
 from ..records import ChannelInfo, FullPolicy, HousekeepReport, SessionRecord
+from ..retention import tidy_channel
 from ..server import EmbeddedServer
-from ..session import Overflow
+from ..session_core import Overflow
 from ..settings import Settings, load_settings
 from ..urls import parse_url, tls_options
-from . import stores
 from .channel import AsyncChannel, channel_infos, get_channel, open_channel
 from .context import AsyncContext
 from .executor import AsyncExecutor
@@ -85,9 +87,7 @@ class AsyncClient:
             await self.ctx.executor.interrupt()
 
     async def _trim(self, channel: str) -> int:
-        k = self.ctx.keys(channel)
-        await stores.nack_expired(self.ctx, k)
-        return await stores.trim_channel(self.ctx, k)
+        return await self.ctx.executor.drive(tidy_channel(self.ctx, self.ctx.keys(channel)))
 
     @property
     def state(self) -> str:
@@ -151,20 +151,20 @@ class AsyncClient:
         return session
 
     async def sessions(self) -> list[SessionRecord]:
-        return await stores.records(self.ctx)
+        return await self.ctx.executor.drive(session_store.records(self.ctx))
 
     async def session_live(self, session_id: str) -> bool:
-        return await stores.is_live(self.ctx, session_id)
+        return await self.ctx.executor.drive(session_store.is_live(self.ctx, session_id))
 
     async def alerts(self, count: int = 100) -> list[dict[str, Any]]:
-        return await stores.alerts(self.ctx, count)
+        return await self.ctx.executor.drive(session_store.alerts(self.ctx, count))
 
     async def server_ms(self) -> int:
-        return await stores.server_ms(self.ctx)
+        return await self.ctx.executor.drive(session_store.server_ms(self.ctx))
 
     async def housekeep(self) -> HousekeepReport:
         """One round of housekeeping on every channel now."""
-        return await stores.housekeep(self.ctx)
+        return await self.ctx.executor.drive(housekeep(self.ctx))
 
     async def close(self) -> None:
         """Stop every task this client started (subscriptions and session deliveries first,

@@ -7,13 +7,12 @@ import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from .. import names
+from .. import dead_letters, names
 from ..durable import check_prefetch, check_stored, check_window, new_spec, subscription_window
 from ..errors import DurableNotFound
 from ..ops import durables as ops
 from ..records import DeadLetter, DurableInfo, DurableSpec, Kind
 from ..selector import Selector, compile_filter
-from . import stores
 from .consumer import AsyncConsumer, AsyncListener, AsyncSubscription
 from .readers import AsyncExclusiveReader, AsyncReader, AsyncSharedReader
 
@@ -119,10 +118,14 @@ class AsyncDurable:
         )  # fmt: skip
 
     async def dead_letters(self, count: int | None = None) -> list[DeadLetter]:
-        return await stores.dead_letters(self.ctx, self.keys, self.name, count)
+        return await self.ctx.executor.drive(
+            dead_letters.dead_letters(self.ctx, self.keys, self.name, count)
+        )
 
     async def replay_dead_letters(self, count: int | None = None) -> int:
-        return await stores.replay(self.ctx, self.keys, self.name, count)
+        return await self.ctx.executor.drive(
+            dead_letters.replay(self.ctx, self.keys, self.name, count)
+        )
 
     async def delete(self) -> bool:
         return await self.ctx.executor.run(ops.delete(self.keys, self.name))
