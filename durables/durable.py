@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from . import dead_letters, ids, names
@@ -16,13 +17,14 @@ from .consumer import Consumer, Reader
 from .errors import ConfigError, DurableExistsError, DurableNotFound, InvalidWindowError
 from .exclusive import ExclusiveReader
 from .ops import durables as ops
+from .ops.flows import Flow, run
 from .records import KINDS, DeadLetter, DurableInfo, DurableSpec, Kind
 from .selector import Selector, compile_filter
 from .shared import SharedReader
 from .subscription import Subscription
 
 if TYPE_CHECKING:
-    from .context import Context
+    from .context import BaseContext, Context
     from .events import Event
     from .keys import ChannelKeys
     from .ops.base import Op
@@ -51,10 +53,31 @@ def create_durable(
     max_deliveries: int | None = None,
 ) -> Durable:
     """Get or create; the stored spec wins, and must agree on kind and filter."""
+    spec, selector = ctx.executor.drive(creating(k, name, kind, start, filter, max_deliveries))
+    return Durable(ctx, k, name, spec, selector)
+
+
+def creating(
+    k: ChannelKeys,
+    name: str,
+    kind: str,
+    start: str,
+    filter: str | None,
+    max_deliveries: int | None,
+) -> Flow[tuple[DurableSpec, Selector | None]]:
+    """Create the durable (or find the one stored); its spec and selector."""
     spec, selector, create = new_spec(k, name, kind, start, filter, max_deliveries)
-    stored = ctx.executor.run(create)
+    stored = yield from run(create)
     check_stored(k, name, stored, spec)
-    return Durable(ctx, k, name, stored, selector)
+    return stored, selector
+
+
+def loading(k: ChannelKeys, name: str) -> Flow[tuple[DurableSpec, Selector | None]]:
+    """An existing durable's spec and selector; `DurableNotFound` otherwise."""
+    spec = yield from run(ops.load_spec(k, name))
+    if spec is None:
+        raise DurableNotFound(f"durable {name!r} does not exist on channel {k.channel!r}")
+    return spec, compile_filter(spec.filter)
 
 
 def new_spec(
@@ -102,19 +125,18 @@ def check_stored(k: ChannelKeys, name: str, stored: DurableSpec, spec: DurableSp
 
 def load_durable(ctx: Context, k: ChannelKeys, name: str) -> Durable:
     """An existing durable; `DurableNotFound` otherwise."""
-    spec = ctx.executor.run(ops.load_spec(k, name))
-    if spec is None:
-        raise DurableNotFound(f"durable {name!r} does not exist on channel {k.channel!r}")
-    return Durable(ctx, k, name, spec, compile_filter(spec.filter))
+    return Durable(ctx, k, name, *ctx.executor.drive(loading(k, name)))
 
 
-class Durable:
-    """A handle on one durable; cheap to make, state lives on the server."""
+class DurableCore:
+    """A handle on one durable, for both clients; cheap to make, state lives on the server.
+    What it asks of the server are flows (`ops.flows`) its client drives."""
 
     def __init__(
-        self, ctx: Context, k: ChannelKeys, name: str, spec: DurableSpec, selector: Selector | None
-    ) -> None:
-        self.ctx = ctx
+        self, ctx: BaseContext, k: ChannelKeys, name: str, spec: DurableSpec,
+        selector: Selector | None,
+    ) -> None:  # fmt: skip
+        self.ctx: BaseContext = ctx
         self.keys = k
         self.channel_name = k.channel
         self.name = name
@@ -128,76 +150,123 @@ class Durable:
     def kind(self) -> Kind:
         return self.spec.kind
 
-    def _group(self) -> dict[str, Any]:
-        group = ops.find_group(self.ctx.executor.run(ops.groups(self.keys, self.name)), self.name)
+    def _group(self) -> Flow[dict[str, Any]]:
+        group = ops.find_group((yield from run(ops.groups(self.keys, self.name))), self.name)
         if group is None:
             raise DurableNotFound(f"durable {self.name!r} does not exist on {self.channel_name!r}")
         return group
 
-    def depth(self) -> int:
-        """Events waiting to be delivered to this durable (matching its filter), including
-        events handed back for redelivery."""
-        return self._depths(self._group())[0]
+    def depths(self) -> Flow[tuple[int, int]]:
+        """(depth, transaction depth): events waiting to be delivered to this durable
+        (matching its filter, including events handed back for redelivery), and events
+        delivered to its consumers and not yet acknowledged."""
+        return (yield from self._depths((yield from self._group())))
 
-    def _depths(self, group: dict[str, Any]) -> tuple[int, int]:
+    def _depths(self, group: dict[str, Any]) -> Flow[tuple[int, int]]:
         """(depth, transaction depth) of the durable, from its XINFO GROUPS entry."""
         waiting = 0
         if self.kind != "exclusive" and group["pending"]:
-            waiting = self.ctx.executor.run(ops.pool_size(self.keys, self.name))
+            waiting = yield from run(ops.pool_size(self.keys, self.name))
         if self.selector is None and group.get("lag") is not None:
             new = int(group["lag"])
         else:
-            new = self._count_after(group["last-delivered-id"].decode())
+            new = yield from self._count_after(group["last-delivered-id"].decode())
         return new + waiting, int(group["pending"]) - waiting
 
-    def _count_after(self, position: str) -> int:
+    def _count_after(self, position: str) -> Flow[int]:
         """Events after `position` that match the filter, counted by the server in slices."""
         tree = json.dumps(self.selector.to_json() if self.selector else ["lit", True])
         count = 0
         while position:
-            found, position = self.ctx.executor.run(
+            found, position = yield from run(
                 ops.count_matching(self.keys, self.name, tree, position)
             )
             count += found
         return count
 
-    def transaction_depth(self) -> int:
-        """Events delivered to this durable's consumers and not yet acknowledged."""
-        return self._depths(self._group())[1]
-
-    def info(self) -> DurableInfo:
-        group = self._group()
-        depth, transaction_depth = self._depths(group)
+    def describing(self) -> Flow[DurableInfo]:
+        group = yield from self._group()
+        depth, transaction_depth = yield from self._depths(group)
+        if self.kind == "exclusive":
+            consumers = yield from run(ops.holder(self.keys, self.name))
+        else:
+            consumers = yield from run(ops.members(self.keys, self.name))
         return DurableInfo(
-            channel=self.channel_name,
-            name=self.name,
-            kind=self.kind,
-            filter=self.spec.filter,
-            start=self.spec.start,
-            depth=depth,
-            transaction_depth=transaction_depth,
-            last_delivered_id=group["last-delivered-id"].decode(),
-            consumers=tuple(self._consumers()),
+            channel=self.channel_name, name=self.name, kind=self.kind, filter=self.spec.filter,
+            start=self.spec.start, depth=depth, transaction_depth=transaction_depth,
+            last_delivered_id=group["last-delivered-id"].decode(), consumers=tuple(consumers),
+        )  # fmt: skip
+
+    def reading_dead_letters(self, count: int | None) -> Flow[list[DeadLetter]]:
+        return dead_letters.dead_letters(self.ctx, self.keys, self.name, count)
+
+    def replaying_dead_letters(self, count: int | None) -> Flow[int]:
+        return dead_letters.replay(self.ctx, self.keys, self.name, count)
+
+    def deleting(self) -> Flow[bool]:
+        return run(ops.delete(self.keys, self.name))
+
+    def _plan(
+        self, name: str | None, window: int | None, auto_ack: bool | None, filter: str | None
+    ) -> ReaderPlan:
+        """What a consumer of this durable gets: its name, auto-ack (seed 004: a window
+        means explicit acknowledgement), its selectors (exclusive) or window (shared)."""
+        check_window(self.kind, self.name, window)
+        own = compile_filter(filter)
+        return ReaderPlan(
+            names.consumer_name(name) if name is not None else "consumer",
+            window is None if auto_ack is None else auto_ack,
+            [s for s in (self.selector, own) if s is not None],
+            window or self.ctx.settings.client_queue_window,
+            own,
         )
 
-    def _consumers(self) -> list[str]:
-        if self.kind == "exclusive":
-            return self.ctx.executor.run(ops.holder(self.keys, self.name))
-        return self.ctx.executor.run(ops.members(self.keys, self.name))
+
+@dataclass(frozen=True)
+class ReaderPlan:
+    name: str
+    auto_ack: bool
+    selectors: list[Selector]
+    """An exclusive reader's: the durable's filter and the consumer's own."""
+    window: int
+    own: Selector | None
+    """A shared reader's own filter (seed 004)."""
+
+
+class Durable(DurableCore):
+    """A handle on one durable; cheap to make, state lives on the server."""
+
+    ctx: Context
+
+    def __init__(
+        self, ctx: Context, k: ChannelKeys, name: str, spec: DurableSpec, selector: Selector | None
+    ) -> None:
+        super().__init__(ctx, k, name, spec, selector)
+        self.executor = ctx.executor
+
+    def depth(self) -> int:
+        """Events waiting to be delivered to this durable (matching its filter), including
+        events handed back for redelivery."""
+        return self.executor.drive(self.depths())[0]
+
+    def transaction_depth(self) -> int:
+        """Events delivered to this durable's consumers and not yet acknowledged."""
+        return self.executor.drive(self.depths())[1]
+
+    def info(self) -> DurableInfo:
+        return self.executor.drive(self.describing())
 
     def dead_letters(self, count: int | None = None) -> list[DeadLetter]:
         """Events given up on after `max_deliveries`, oldest first."""
-        return self.ctx.executor.drive(
-            dead_letters.dead_letters(self.ctx, self.keys, self.name, count)
-        )
+        return self.executor.drive(self.reading_dead_letters(count))
 
     def replay_dead_letters(self, count: int | None = None) -> int:
         """Publish dead letters to the channel again as new events; returns how many."""
-        return self.ctx.executor.drive(dead_letters.replay(self.ctx, self.keys, self.name, count))
+        return self.executor.drive(self.replaying_dead_letters(count))
 
     def delete(self) -> bool:
         """Delete the durable; its events stay on the channel for the other durables."""
-        return self.ctx.executor.run(ops.delete(self.keys, self.name))
+        return self.executor.drive(self.deleting())
 
     def consumer(
         self,
@@ -225,21 +294,16 @@ class Durable:
         filter: str | None = None,
         on_notice: Callable[[str], object] | None = None,
     ) -> Consumer:
-        self._check_window(window)
-        consumer_name = names.consumer_name(name) if name is not None else "consumer"
-        if auto_ack is None:
-            auto_ack = window is None  # seed 004: a window means explicit acknowledgement
-        own = compile_filter(filter)
+        plan = self._plan(name, window, auto_ack, filter)
+        ctx = self.ctx
         reader: Reader
         if self.kind == "exclusive":
-            selectors = [s for s in (self.selector, own) if s is not None]
-            reader = ExclusiveReader(self.ctx, self.keys, self.name, consumer_name, selectors)
+            reader = ExclusiveReader(ctx, self.keys, self.name, plan.name, plan.selectors)
         else:
-            size = window or self.ctx.settings.client_queue_window
-            reader = SharedReader(self.ctx, self.keys, self.name, self.kind, consumer_name,
-                                  size, own, on_notice)  # fmt: skip
-        return Consumer(reader, auto_ack=auto_ack, label=repr(self),
-                        block_s=self.ctx.settings.block_s, acks=self.ctx.runtime.acks)  # fmt: skip
+            reader = SharedReader(ctx, self.keys, self.name, self.kind, plan.name,
+                                  plan.window, plan.own, on_notice)  # fmt: skip
+        return Consumer(reader, auto_ack=plan.auto_ack, label=repr(self),
+                        block_s=ctx.settings.block_s, acks=ctx.runtime.acks)  # fmt: skip
 
     def subscribe(
         self,
@@ -256,9 +320,6 @@ class Durable:
                                      self.ctx.settings.client_queue_window)  # fmt: skip
         consumer = self._attach(name, window, auto_ack, filter, on_notice)
         return Subscription(consumer, listener, self.ctx.runtime)
-
-    def _check_window(self, size: int | None) -> None:
-        check_window(self.kind, self.name, size)
 
 
 def check_window(kind: str, name: str, size: int | None) -> None:
@@ -292,5 +353,5 @@ def _not_int(value: object) -> bool:
     return not isinstance(value, int) or isinstance(value, bool)
 
 
-__all__ = ["POOL", "Durable", "DurableInfo", "DurableSpec", "Kind", "create_durable",
-           "load_durable"]  # fmt: skip
+__all__ = ["POOL", "Durable", "DurableCore", "DurableInfo", "DurableSpec", "Kind",
+           "create_durable", "creating", "load_durable", "loading"]  # fmt: skip

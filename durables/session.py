@@ -36,6 +36,8 @@ class Session(SessionCore):
     or "closed".
     """
 
+    ctx: Context
+
     def __init__(
         self,
         ctx: Context,
@@ -54,7 +56,6 @@ class Session(SessionCore):
             recovery_buffer=recovery_buffer, auto_ack=auto_ack, lock=threading.RLock(),
         )  # fmt: skip
         self.executor = ctx.executor
-        self._threads_ctx = ctx
         self.executor.drive(self.opening())
 
     def info(self) -> SessionInfo:
@@ -99,7 +100,7 @@ class Session(SessionCore):
             return
         interests = self.executor.drive(self.marking())
         self._delivery = Delivery(
-            self._threads_ctx, self.id, interests, self.markers, self.listeners,
+            self.ctx, self.id, interests, self.markers, self.listeners,
             self.cache, outage=self.lost_connection, resume=self.resuming,
             queue_gone=self.queue_gone, batch=self.recovery_buffer, auto_ack=self.auto_ack,
             clock_offset_ms=self._clock_offset_ms,

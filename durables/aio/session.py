@@ -34,6 +34,8 @@ class AsyncSession(SessionCore):
     """A durable client: a queue per interested channel that outlives disconnects.
     Made by `await client.session(...)`; `async with` closes it (keeping it alive)."""
 
+    ctx: AsyncContext
+
     def __init__(
         self,
         ctx: AsyncContext,
@@ -52,7 +54,6 @@ class AsyncSession(SessionCore):
             recovery_buffer=recovery_buffer, auto_ack=auto_ack, lock=nullcontext(),
         )  # fmt: skip
         self.executor = ctx.executor
-        self._tasks_ctx = ctx
 
     async def open(self) -> None:
         """Become the session's live client and create or resume it (`client.session()`)."""
@@ -132,7 +133,7 @@ class AsyncDelivery(DeliveryLoop):
             auto_ack=session.auto_ack, clock_offset_ms=session._clock_offset_ms,
         )  # fmt: skip
         self.executor = session.executor
-        self.runtime = session._tasks_ctx.runtime
+        self.runtime = session.ctx.runtime
         self._stop = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._acks: set[asyncio.Task[Any]] = set()
