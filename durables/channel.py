@@ -7,32 +7,103 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from . import names
-from .durable import Durable, create_durable, load_durable
+from .durable import Durable, DurableCore, create_durable, load_durable, loading
 from .errors import ChannelNotFound, ConfigError, PayloadError
 from .events import Message, Properties, ack_op, check_key, encode_event, tombstone
 from .ids import normal
 from .ops import channels as ops
 from .ops import sessions as session_ops
+from .ops.flows import Flow, run, send
 from .publishing import MAX_BATCH, publish_encoded, publish_flat
 from .records import ChannelInfo, DurableInfo, FullPolicy, Kind, Nack
 from .retention import delete_channel, trim_channel
 
 if TYPE_CHECKING:
-    from .context import Context
+    from .context import BaseContext, Context
 
 DEFAULT_ACK_TIMEOUT_S = 30.0
 
 
-class Channel:
-    """A named stream of events; durables on it are independent subscriptions."""
+class ChannelCore:
+    """A named stream of events, for both clients: what publishing, listing and purging
+    ask of the server, as flows (`ops.flows`) each client drives."""
 
-    def __init__(self, ctx: Context, name: str) -> None:
-        self.ctx = ctx
+    def __init__(self, ctx: BaseContext, name: str) -> None:
+        self.ctx: BaseContext = ctx
         self.name = name
         self.keys = ctx.keys(name)
 
     def __repr__(self) -> str:
         return f"Channel({self.name!r})"
+
+    def publishing(
+        self,
+        data: Any,
+        key: str | None,
+        properties: Properties | None,
+        message_id: str | None,
+        ack_required: bool,
+        ack_timeout: float,
+        replicas: int | None,
+        replica_timeout: float | None,
+    ) -> Flow[list[str]]:
+        limit = self.ctx.settings.max_payload_bytes
+        op = ack_op(ack_timeout) if ack_required else b""
+        encoded = encode_event(data, key, properties, limit, op, message_id)
+        return publish_encoded(
+            self.ctx, self.keys, 1, encoded, replicas=_replicas(replicas),
+            replica_timeout_s=_positive("replica_timeout", replica_timeout),
+        )  # fmt: skip
+
+    def publishing_many(self, messages: Iterable[Message]) -> Flow[list[str]]:
+        """Every message is checked (and encoded) before any is stored."""
+        limit = self.ctx.settings.max_payload_bytes
+        flat: list[bytes] = []
+        for m in messages:
+            if type(m) is not Message and not isinstance(m, Message):
+                raise PayloadError(f"publish_many takes durables.Message objects, got {m!r:.60}")
+            flat += encode_event(m.data, m.key, m.properties, limit, b"", m.message_id)
+        return publish_flat(self.ctx, self.keys, flat)
+
+    def removing_key(self, key: str) -> Flow[list[str]]:
+        return publish_encoded(self.ctx, self.keys, 1, list(tombstone(check_key(key))))
+
+    def reading_nacks(self, count: int | None) -> Flow[list[Nack]]:
+        return run(session_ops.nacks(self.keys, count))
+
+    def reading_last_values(self) -> Flow[dict[str, tuple[str, bytes]]]:
+        values, ids = yield from send(ops.last_values(self.keys))
+        return ops.parse_last(values, ids)
+
+    def describing(self) -> Flow[ChannelInfo]:
+        return (yield from channel_infos(self.ctx, [self.name]))[0]
+
+    def purging(self, up_to: str | None) -> Flow[int]:
+        last = "+" if up_to is None else normal(up_to)
+        return trim_channel(self.ctx, self.keys, mode="purge", up_to=last)
+
+    def deleting(self) -> Flow[bool]:
+        return delete_channel(self.ctx, self.keys)
+
+    def listing_durables(self) -> Flow[list[DurableInfo]]:
+        found = []
+        for name in (yield from self.naming_durables()):
+            durable = DurableCore(self.ctx, self.keys, name, *(yield from loading(self.keys, name)))
+            found.append((yield from durable.describing()))
+        return found
+
+    def naming_durables(self) -> Flow[list[str]]:
+        return run(ops.durable_names(self.keys))
+
+
+class Channel(ChannelCore):
+    """A named stream of events; durables on it are independent subscriptions."""
+
+    ctx: Context
+
+    def __init__(self, ctx: Context, name: str) -> None:
+        super().__init__(ctx, name)
+        self.executor = ctx.executor
 
     def publish(
         self,
@@ -56,12 +127,9 @@ class Channel:
         `replicas`: wait until that many replicas have it (`ReplicationError` if fewer
         confirm within `replica_timeout` seconds); defaults from the settings.
         """
-        limit = self.ctx.settings.max_payload_bytes
-        op = ack_op(ack_timeout) if ack_required else b""
-        encoded = encode_event(data, key, properties, limit, op, message_id)
-        event_id = self.ctx.executor.drive(publish_encoded(
-            self.ctx, self.keys, 1, encoded, replicas=_replicas(replicas),
-            replica_timeout_s=_positive("replica_timeout", replica_timeout),
+        event_id = self.executor.drive(self.publishing(
+            data, key, properties, message_id, ack_required, ack_timeout, replicas,
+            replica_timeout,
         ))[0]  # fmt: skip
         self.ctx.touch(self.name)
         return event_id
@@ -71,45 +139,36 @@ class Channel:
 
         Every message is checked before any is stored: a bad one stores none.
         """
-        limit = self.ctx.settings.max_payload_bytes
-        flat: list[bytes] = []
-        for m in messages:
-            if type(m) is not Message and not isinstance(m, Message):
-                raise PayloadError(f"publish_many takes durables.Message objects, got {m!r:.60}")
-            flat += encode_event(m.data, m.key, m.properties, limit, b"", m.message_id)
-        return self.ctx.executor.drive(publish_flat(self.ctx, self.keys, flat))
+        return self.executor.drive(self.publishing_many(messages))
 
     def remove_key(self, key: str) -> str:
         """Publish a tombstone for `key`: a keyed channel forgets its last value, and session
         caches drop the entry. Returns the tombstone's event id."""
-        parts = list(tombstone(check_key(key)))
-        return self.ctx.executor.drive(publish_encoded(self.ctx, self.keys, 1, parts))[0]
+        return self.executor.drive(self.removing_key(key))[0]
 
     def nacks(self, count: int | None = None) -> list[Nack]:
         """Ack-required events a session did not acknowledge in time ('timeout') or whose
         time passed before they could be sent ('expired_before_sent'), oldest first."""
-        return self.ctx.executor.run(session_ops.nacks(self.keys, count))
+        return self.executor.drive(self.reading_nacks(count))
 
     def last_values(self) -> dict[str, tuple[str, bytes]]:
         """A keyed channel's last value of every key: key -> (event id, data)."""
-        values, ids = self.ctx.executor.run_all(ops.last_values(self.keys))
-        return ops.parse_last(values, ids)
+        return self.executor.drive(self.reading_last_values())
 
     def info(self) -> ChannelInfo:
         """Length, first and last ids, durables and rules of this channel."""
-        return channel_infos(self.ctx, [self.name])[0]
+        return self.executor.drive(self.describing())
 
     def purge(self, up_to: str | None = None) -> int:
         """Remove every event (or those up to and including `up_to`); durables let go of them too.
 
         Returns how many events were removed.
         """
-        last = "+" if up_to is None else normal(up_to)
-        return self.ctx.executor.drive(trim_channel(self.ctx, self.keys, mode="purge", up_to=last))
+        return self.executor.drive(self.purging(up_to))
 
     def delete(self) -> bool:
         """Delete the channel, its events and its durables. Returns False if it did not exist."""
-        return self.ctx.executor.drive(delete_channel(self.ctx, self.keys))
+        return self.executor.drive(self.deleting())
 
     def durable(
         self,
@@ -129,10 +188,10 @@ class Channel:
 
     def durables(self) -> list[DurableInfo]:
         """Every durable on this channel, with its depth."""
-        return [load_durable(self.ctx, self.keys, n).info() for n in self.durable_names()]
+        return self.executor.drive(self.listing_durables())
 
     def durable_names(self) -> list[str]:
-        return self.ctx.executor.run(ops.durable_names(self.keys))
+        return self.executor.drive(self.naming_durables())
 
 
 def _replicas(replicas: object) -> int | None:
@@ -151,28 +210,59 @@ def _positive(name: str, seconds: object) -> float | None:
     return None if seconds is None else float(seconds)
 
 
-def channel_infos(ctx: Context, channels: Sequence[str]) -> list[ChannelInfo]:
+def channel_infos(ctx: BaseContext, channels: Sequence[str]) -> Flow[list[ChannelInfo]]:
     """ChannelInfo for each name, in one round trip."""
-    replies = ctx.executor.run_all([op for n in channels for op in ops.info(ctx.keys(n))])
+    replies = yield from send([op for n in channels for op in ops.info(ctx.keys(n))])
     size = ops.INFO_OPS
     return [ops.parse_info(n, replies[i * size : (i + 1) * size]) for i, n in enumerate(channels)]
 
 
-__all__ = ["MAX_BATCH", "Channel", "ChannelInfo", "FullPolicy", "channel_infos", "get_channel",
-           "open_channel"]  # fmt: skip
+def channel_options(
+    keyed: bool | None, ttl: float | None, capacity: int | None, full: FullPolicy | None
+) -> dict[str, int | str]:
+    """The options `opening` stores, checked (`ConfigError` for a bad one)."""
+    options: dict[str, int | str] = {}
+    if keyed is not None:
+        options["keyed"] = int(bool(keyed))
+    if ttl is not None:
+        if not isinstance(ttl, int | float) or ttl <= 0:
+            raise ConfigError(f"ttl must be a positive number of seconds, got {ttl!r}")
+        options["ttl_ms"] = max(1, int(ttl * 1000))
+    if capacity is not None:
+        if not isinstance(capacity, int) or isinstance(capacity, bool) or capacity < 1:
+            raise ConfigError(f"capacity must be a positive int, got {capacity!r}")
+        options["capacity"] = capacity
+    if full is not None:
+        if full not in ("reject", "drop_oldest"):
+            raise ConfigError(f"full must be 'reject' or 'drop_oldest', got {full!r}")
+        options["full"] = full
+    return options
+
+
+def opening(ctx: BaseContext, name: str, options: dict[str, int | str] | None) -> Flow[None]:
+    """Create the channel if needed; options given are stored, options left out keep theirs."""
+    names.channel_name(name)
+    yield from send(ops.ensure(ctx.keys(name), options or {}, int(time.time() * 1000)))
+
+
+def finding(ctx: BaseContext, name: str) -> Flow[None]:
+    """`ChannelNotFound` unless the channel exists."""
+    names.channel_name(name)
+    if not (yield from run(ops.exists(ctx.keys(name)))):
+        raise ChannelNotFound(f"channel {name!r} does not exist")
 
 
 def open_channel(ctx: Context, name: str, options: dict[str, int | str] | None = None) -> Channel:
     """Get or create a channel; options given are stored, options left out keep their value."""
-    names.channel_name(name)
-    k = ctx.keys(name)
-    ctx.executor.run_all(ops.ensure(k, options or {}, int(time.time() * 1000)))
+    ctx.executor.drive(opening(ctx, name, options))
     return Channel(ctx, name)
 
 
 def get_channel(ctx: Context, name: str) -> Channel:
     """An existing channel; `ChannelNotFound` otherwise."""
-    names.channel_name(name)
-    if not ctx.executor.run(ops.exists(ctx.keys(name))):
-        raise ChannelNotFound(f"channel {name!r} does not exist")
+    ctx.executor.drive(finding(ctx, name))
     return Channel(ctx, name)
+
+
+__all__ = ["MAX_BATCH", "Channel", "ChannelCore", "ChannelInfo", "FullPolicy", "channel_infos",
+           "channel_options", "finding", "get_channel", "open_channel", "opening"]  # fmt: skip

@@ -9,18 +9,17 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from . import session_store
-from .channel import Channel, channel_infos, get_channel, open_channel
+from .channel import Channel, channel_infos, channel_options, get_channel, open_channel
 from .cluster import Server
 from .context import Context
-from .errors import ConfigError, ServerVersionError
 from .executor import Executor
 from .housekeeping import housekeep
 from .leases import Heartbeat
-from .ops import base as op
 from .ops import channels as channel_ops
+from .ops import server as server_ops
 from .records import ChannelInfo, FullPolicy, HousekeepReport, SessionRecord
 from .retention import tidy_channel
 from .runtime import AckFlusher, Housekeeper, Runtime
@@ -30,11 +29,6 @@ from .settings import Settings, load_settings
 from .transport import transport_for
 from .urls import parse_url, tls_options
 
-if TYPE_CHECKING:
-    pass
-
-MIN_REDIS = (7, 0, 0)
-MIN_VALKEY = (7, 2, 0)
 HEARTBEAT_TIMEOUT_FRACTION = 0.25
 """The heartbeat's socket timeout as a part of the lease: a hung renewal gives up in time
 for the next beat (a third of the lease) to try again."""
@@ -45,27 +39,6 @@ def connect(url: str | None = None, **settings: object) -> Client:
     if url is not None:
         settings["url"] = url
     return Client(load_settings(**settings))
-
-
-def _version(text: str) -> tuple[int, ...]:
-    return tuple(int(part) for part in text.split(".")[:3] if part.isdigit())
-
-
-def check_server_version(info: dict[str, object]) -> str:
-    """Refuse servers too old for the stream commands durables relies on; return a label."""
-    redis_version = str(info.get("redis_version", "0"))
-    valkey_version = info.get("valkey_version")
-    if valkey_version is not None:
-        if _version(str(valkey_version)) < MIN_VALKEY:
-            raise ServerVersionError(f"valkey {valkey_version} is too old: durables needs 7.2+")
-        return f"valkey {valkey_version}"
-    if _version(redis_version) < MIN_REDIS:
-        raise ServerVersionError(f"redis {redis_version} is too old: durables needs 7.0+")
-    return f"redis {redis_version}"
-
-
-def _info(reply: Any) -> dict[str, object]:
-    return dict(reply)
 
 
 class Client:
@@ -88,10 +61,8 @@ class Client:
             probe=self.transport.connect(beat_timeout, quick),
         )
         try:
-            info = executor.run(op.command("INFO", "server", parse=_info,
-                                           context=f"cannot reach {self.url}"),
-                                retry=False)  # fmt: skip
-            self.server_version = check_server_version(info)
+            info = executor.run(server_ops.info(f"cannot reach {self.url}"), retry=False)
+            self.server_version = server_ops.check_version(info)
             executor.load_scripts()
         except BaseException:
             executor.close()
@@ -152,7 +123,7 @@ class Client:
         what a full channel does: 'reject' (raise `ChannelFullError`, the default) or
         'drop_oldest'.
         """
-        return open_channel(self.ctx, name, _channel_options(keyed, ttl, capacity, full))
+        return open_channel(self.ctx, name, channel_options(keyed, ttl, capacity, full))
 
     def get_channel(self, name: str) -> Channel:
         """An existing channel; `ChannelNotFound` otherwise."""
@@ -163,7 +134,7 @@ class Client:
 
     def channels(self) -> list[ChannelInfo]:
         """Every channel in the namespace, with its length, first and last ids and durables."""
-        return channel_infos(self.ctx, self.channel_names())
+        return self.ctx.executor.drive(channel_infos(self.ctx, self.channel_names()))
 
     def session(
         self,
@@ -225,24 +196,3 @@ class Client:
 
     def __iter__(self) -> Iterator[Channel]:
         return (Channel(self.ctx, n) for n in self.channel_names())
-
-
-def _channel_options(
-    keyed: bool | None, ttl: float | None, capacity: int | None, full: FullPolicy | None
-) -> dict[str, int | str]:
-    options: dict[str, int | str] = {}
-    if keyed is not None:
-        options["keyed"] = int(bool(keyed))
-    if ttl is not None:
-        if not isinstance(ttl, int | float) or ttl <= 0:
-            raise ConfigError(f"ttl must be a positive number of seconds, got {ttl!r}")
-        options["ttl_ms"] = max(1, int(ttl * 1000))
-    if capacity is not None:
-        if not isinstance(capacity, int) or isinstance(capacity, bool) or capacity < 1:
-            raise ConfigError(f"capacity must be a positive int, got {capacity!r}")
-        options["capacity"] = capacity
-    if full is not None:
-        if full not in ("reject", "drop_oldest"):
-            raise ConfigError(f"full must be 'reject' or 'drop_oldest', got {full!r}")
-        options["full"] = full
-    return options

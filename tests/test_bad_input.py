@@ -14,6 +14,7 @@ from durables import (
     PayloadError,
     SelectorError,
 )
+from durables.ops.server import check_version
 from durables.replies import text
 
 from .helpers import publish
@@ -229,13 +230,11 @@ def test_every_error_is_a_durables_error() -> None:
 def test_servers_older_than_redis_7_or_valkey_7_2_are_refused(
     info: dict[str, object], accepted: bool
 ) -> None:
-    from durables.client import check_server_version
-
     if accepted:
-        assert check_server_version(info).split()[0] in ("redis", "valkey")
+        assert check_version(info).split()[0] in ("redis", "valkey")
     else:
         with pytest.raises(durables.ServerVersionError, match="too old"):
-            check_server_version(info)
+            check_version(info)
 
 
 def test_the_real_server_version_is_accepted_and_reported(client: durables.Client) -> None:

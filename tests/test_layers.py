@@ -23,7 +23,7 @@ LAYERS: dict[str, int] = {
     "events": 1, "replies": 1, "processes": 1, "server": 1, "scripts": 1,
     # 2: operations as plain data, and the readers' state machines (no I/O)
     "ops": 2, "ops.base": 2, "ops.channels": 2, "ops.durables": 2, "ops.housekeeping": 2,
-    "ops.exclusive": 2, "ops.shared": 2, "ops.sessions": 2, "ops.flows": 2,
+    "ops.exclusive": 2, "ops.shared": 2, "ops.sessions": 2, "ops.flows": 2, "ops.server": 2,
     # 3: sending: transport, cluster, executor, leases, runtime, context (and asyncio twins)
     "transport": 3, "cluster": 3, "link": 3, "executor": 3, "leases": 3, "runtime": 3, "context": 3,
     "aio.transport": 3, "aio.executor": 3, "aio.runtime": 3, "aio.context": 3,

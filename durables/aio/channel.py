@@ -1,37 +1,29 @@
-"""Asyncio channels: the same encoding, checks and operations as `durables.channel`."""
+"""Asyncio channels: `durables.channel.ChannelCore` (the encoding, checks and operations
+both clients share) awaited."""
 
 from __future__ import annotations
 
-import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from .. import names
-from ..channel import DEFAULT_ACK_TIMEOUT_S, _positive, _replicas
-from ..errors import ChannelNotFound, PayloadError
-from ..events import Message, Properties, ack_op, check_key, encode_event, tombstone
-from ..ids import normal
-from ..ops import channels as ops
-from ..ops import sessions as session_ops
-from ..publishing import publish_encoded, publish_flat
+from ..channel import DEFAULT_ACK_TIMEOUT_S, ChannelCore, finding, opening
+from ..events import Message, Properties
 from ..records import ChannelInfo, DurableInfo, Kind, Nack
-from ..retention import delete_channel, trim_channel
 from .durable import AsyncDurable, create_durable, load_durable
 
 if TYPE_CHECKING:
     from .context import AsyncContext
 
 
-class AsyncChannel:
+class AsyncChannel(ChannelCore):
     """A named stream of events; durables on it are independent subscriptions."""
 
-    def __init__(self, ctx: AsyncContext, name: str) -> None:
-        self.ctx = ctx
-        self.name = name
-        self.keys = ctx.keys(name)
+    ctx: AsyncContext
 
-    def __repr__(self) -> str:
-        return f"Channel({self.name!r})"
+    def __init__(self, ctx: AsyncContext, name: str) -> None:
+        super().__init__(ctx, name)
+        self.executor = ctx.executor
 
     async def publish(
         self,
@@ -46,48 +38,34 @@ class AsyncChannel:
         replica_timeout: float | None = None,
     ) -> str:
         """Append one event; its id once the server stored it (see `Channel.publish`)."""
-        limit = self.ctx.settings.max_payload_bytes
-        op = ack_op(ack_timeout) if ack_required else b""
-        encoded = encode_event(data, key, properties, limit, op, message_id)
-        event_id = (await self.ctx.executor.drive(publish_encoded(
-            self.ctx, self.keys, 1, encoded, replicas=_replicas(replicas),
-            replica_timeout_s=_positive("replica_timeout", replica_timeout),
+        event_id = (await self.executor.drive(self.publishing(
+            data, key, properties, message_id, ack_required, ack_timeout, replicas,
+            replica_timeout,
         )))[0]  # fmt: skip
         self.ctx.touch(self.name)
         return event_id
 
     async def publish_many(self, messages: Iterable[Message]) -> list[str]:
         """Append events in order, one round trip per 1,000; a bad one stores none."""
-        limit = self.ctx.settings.max_payload_bytes
-        flat: list[bytes] = []
-        for m in messages:
-            if not isinstance(m, Message):
-                raise PayloadError(f"publish_many takes durables.Message objects, got {m!r:.60}")
-            flat += encode_event(m.data, m.key, m.properties, limit, b"", m.message_id)
-        return await self.ctx.executor.drive(publish_flat(self.ctx, self.keys, flat))
+        return await self.executor.drive(self.publishing_many(messages))
 
     async def remove_key(self, key: str) -> str:
-        parts = list(tombstone(check_key(key)))
-        return (await self.ctx.executor.drive(publish_encoded(self.ctx, self.keys, 1, parts)))[0]
+        return (await self.executor.drive(self.removing_key(key)))[0]
 
     async def nacks(self, count: int | None = None) -> list[Nack]:
-        return await self.ctx.executor.run(session_ops.nacks(self.keys, count))
+        return await self.executor.drive(self.reading_nacks(count))
 
     async def last_values(self) -> dict[str, tuple[str, bytes]]:
-        values, ids = await self.ctx.executor.run_all(ops.last_values(self.keys))
-        return ops.parse_last(values, ids)
+        return await self.executor.drive(self.reading_last_values())
 
     async def info(self) -> ChannelInfo:
-        return (await channel_infos(self.ctx, [self.name]))[0]
+        return await self.executor.drive(self.describing())
 
     async def purge(self, up_to: str | None = None) -> int:
-        last = "+" if up_to is None else normal(up_to)
-        return await self.ctx.executor.drive(
-            trim_channel(self.ctx, self.keys, mode="purge", up_to=last)
-        )
+        return await self.executor.drive(self.purging(up_to))
 
     async def delete(self) -> bool:
-        return await self.ctx.executor.drive(delete_channel(self.ctx, self.keys))
+        return await self.executor.drive(self.deleting())
 
     async def durable(
         self,
@@ -106,32 +84,22 @@ class AsyncChannel:
         return await load_durable(self.ctx, self.keys, name)
 
     async def durables(self) -> list[DurableInfo]:
-        return [await (await load_durable(self.ctx, self.keys, n)).info()
-                for n in await self.durable_names()]  # fmt: skip
+        return await self.executor.drive(self.listing_durables())
 
     async def durable_names(self) -> list[str]:
-        return await self.ctx.executor.run(ops.durable_names(self.keys))
-
-
-async def channel_infos(ctx: AsyncContext, channels: Sequence[str]) -> list[ChannelInfo]:
-    replies = await ctx.executor.run_all([op for n in channels for op in ops.info(ctx.keys(n))])
-    size = ops.INFO_OPS
-    return [ops.parse_info(n, replies[i * size : (i + 1) * size]) for i, n in enumerate(channels)]
+        return await self.executor.drive(self.naming_durables())
 
 
 async def open_channel(
     ctx: AsyncContext, name: str, options: dict[str, int | str] | None = None
 ) -> AsyncChannel:
-    names.channel_name(name)
-    await ctx.executor.run_all(ops.ensure(ctx.keys(name), options or {}, int(time.time() * 1000)))
+    await ctx.executor.drive(opening(ctx, name, options))
     return AsyncChannel(ctx, name)
 
 
 async def get_channel(ctx: AsyncContext, name: str) -> AsyncChannel:
-    names.channel_name(name)
-    if not await ctx.executor.run(ops.exists(ctx.keys(name))):
-        raise ChannelNotFound(f"channel {name!r} does not exist")
+    await ctx.executor.drive(finding(ctx, name))
     return AsyncChannel(ctx, name)
 
 
-__all__ = ["AsyncChannel", "channel_infos", "get_channel", "open_channel"]
+__all__ = ["AsyncChannel", "get_channel", "open_channel"]

@@ -8,17 +8,18 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from .. import session_store
-from ..client import HEARTBEAT_TIMEOUT_FRACTION, _channel_options, _info, check_server_version
+from ..channel import channel_infos, channel_options
+from ..client import HEARTBEAT_TIMEOUT_FRACTION
 from ..housekeeping import housekeep
-from ..ops import base as op
 from ..ops import channels as channel_ops
+from ..ops import server as server_ops
 from ..records import ChannelInfo, FullPolicy, HousekeepReport, SessionRecord
 from ..retention import tidy_channel
 from ..server import EmbeddedServer
 from ..session_core import Overflow
 from ..settings import Settings, load_settings
 from ..urls import parse_url, tls_options
-from .channel import AsyncChannel, channel_infos, get_channel, open_channel
+from .channel import AsyncChannel, get_channel, open_channel
 from .context import AsyncContext
 from .executor import AsyncExecutor
 from .runtime import AsyncAckFlusher, AsyncHeartbeat, AsyncHousekeeper, AsyncRuntime
@@ -71,10 +72,10 @@ class AsyncClient:
         """Check the server and load the scripts (done by `connect()`)."""
         try:
             info = await self.ctx.executor.run(
-                op.command("INFO", "server", parse=_info, context=f"cannot reach {self.url}"),
+                server_ops.info(f"cannot reach {self.url}"),
                 retry=False,
             )
-            self.server_version = check_server_version(info)
+            self.server_version = server_ops.check_version(info)
             await self.ctx.executor.load_scripts()
         except BaseException:
             await self.ctx.runtime.heartbeat.close()
@@ -119,7 +120,7 @@ class AsyncClient:
         full: FullPolicy | None = None,
     ) -> AsyncChannel:
         """Get or create a channel (see `Client.channel`)."""
-        return await open_channel(self.ctx, name, _channel_options(keyed, ttl, capacity, full))
+        return await open_channel(self.ctx, name, channel_options(keyed, ttl, capacity, full))
 
     async def get_channel(self, name: str) -> AsyncChannel:
         return await get_channel(self.ctx, name)
@@ -128,7 +129,7 @@ class AsyncClient:
         return await self.ctx.executor.run(channel_ops.names(self.namespace))
 
     async def channels(self) -> list[ChannelInfo]:
-        return await channel_infos(self.ctx, await self.channel_names())
+        return await self.ctx.executor.drive(channel_infos(self.ctx, await self.channel_names()))
 
     async def session(
         self,
