@@ -7,17 +7,18 @@ keeps track of what it handed out.
 
 from __future__ import annotations
 
-import contextlib
 import threading
-import time
 from collections.abc import Iterator, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Protocol
 
-from .errors import ConnectionLostError, ConsumerClosedError
+from .errors import ConsumerClosedError
+from .reading import Fetching
 
 if TYPE_CHECKING:
     from .events import Event
+    from .executor import Executor
+    from .ops.flows import Flow
     from .runtime import AckFlusher
 
 
@@ -36,6 +37,14 @@ class Reader(Protocol):
 
     lock: threading.RLock
     """Guards the reader's state and the consumer's outstanding events: one lock per consumer."""
+
+    executor: Executor
+
+    def reading(self, timeout: float) -> Flow[list[Event]]: ...
+
+    def committing(
+        self, events: Sequence[Event], *, defer: bool = False, retry: bool = True
+    ) -> Flow[None]: ...
 
     def attach(self) -> None: ...
 
@@ -57,8 +66,10 @@ class Reader(Protocol):
     def release(self, unhanded: Sequence[Event]) -> None: ...
 
 
-class Consumer:
+class Consumer(Fetching):
     """A consumer attached to a durable from creation until `close()`."""
+
+    reader: Reader
 
     def __init__(
         self,
@@ -75,6 +86,7 @@ class Consumer:
         """Longest single wait when iterating, so closing takes effect promptly."""
         self.auto_ack = auto_ack
         self.reader = reader
+        self._executor = reader.executor
         self._acks = acks if acks is not None and acks.interval_s > 0 else None
         """With `ack_flush_interval_s`: acknowledgements wait for the next read or the flusher."""
         self._outstanding: list[Event] = []
@@ -105,25 +117,7 @@ class Consumer:
 
         With auto-ack, the events of the previous fetch are acknowledged first.
         """
-        self._check_open()
-        if self.auto_ack and self._outstanding:
-            with self._lock:
-                self.reader.commit(self._outstanding, defer=True)
-                self._outstanding.clear()
-        deadline = time.monotonic() + max(0.0, timeout)
-        while True:
-            events = self.reader.read(max(0.0, deadline - time.monotonic()))
-            if events:
-                for event in events:
-                    event.owner = self
-                with self._lock:
-                    self._outstanding.extend(events)
-                return events
-            if not self._outstanding:
-                with contextlib.suppress(ConnectionLostError):  # the next fetch tries again
-                    self.reader.commit((), retry=False)  # lets go of events the filter skipped
-            if time.monotonic() >= deadline:
-                return []
+        return self._executor.drive(self.fetching(timeout))
 
     def __iter__(self) -> Iterator[Event]:
         """Events one by one, waiting as long as it takes; stop by breaking out or closing."""

@@ -18,10 +18,11 @@ import logging
 import os
 import secrets
 import socket
+import time
 from abc import abstractmethod
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, suppress
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .errors import ConnectionLostError, DurableInUseError, LeaseLostError
 from .leases import Lease, LeaseHolder
@@ -75,9 +76,71 @@ class ReaderLoop(LeaseHolder):
     def read_until(self, deadline: float) -> Flow[list[Event]]:
         """Read (and wait, until `deadline`) once attached."""
 
+    @abstractmethod
+    def committing(
+        self, events: Sequence[Event], *, defer: bool = False, retry: bool = True
+    ) -> Flow[None]:
+        """Acknowledge `events`; `defer` lets the next read carry it; without `retry` an
+        outage raises at once instead of being waited out."""
+
     def _touched(self) -> None:
         """Acknowledged events may be trimmed now."""
         self.ctx.touch(self.k.channel)
+
+
+class FetchReader(Protocol):
+    """What the fetch loop uses of a reader."""
+
+    @property
+    def lock(self) -> AbstractContextManager[Any]: ...
+
+    def reading(self, timeout: float) -> Flow[list[Event]]: ...
+
+    def committing(
+        self, events: Sequence[Event], *, defer: bool = False, retry: bool = True
+    ) -> Flow[None]: ...
+
+
+class Fetching:
+    """What both clients' consumers share: the fetch loop and what it hands out."""
+
+    auto_ack: bool
+    reader: FetchReader
+    _outstanding: list[Event]
+
+    def _check_open(self) -> None:
+        raise NotImplementedError
+
+    def ack_event(self, event: Event) -> Any:
+        raise NotImplementedError
+
+    def rollback_event(self, event: Event, delay_s: float = 0.0) -> Any:
+        raise NotImplementedError
+
+    def fetching(self, timeout: float) -> Flow[list[Event]]:
+        """The next events (waiting up to `timeout` seconds); [] if none came. With
+        auto-ack, the events of the previous fetch are acknowledged first (with the read)."""
+        self._check_open()
+        lock = self.reader.lock  # a listener may ack from another thread
+        if self.auto_ack and self._outstanding:
+            with lock:
+                yield from self.reader.committing(self._outstanding, defer=True)
+                self._outstanding.clear()
+        deadline = time.monotonic() + max(0.0, timeout)
+        while True:
+            events = yield from self.reader.reading(max(0.0, deadline - time.monotonic()))
+            if events:
+                for event in events:
+                    event.owner = self
+                with lock:
+                    self._outstanding.extend(events)
+                return events
+            if not self._outstanding:
+                with suppress(ConnectionLostError):  # the next fetch tries again
+                    # lets go of events the filter skipped
+                    yield from self.reader.committing((), retry=False)
+            if time.monotonic() >= deadline:
+                return []
 
 
 class ExclusiveLoop(ReaderLoop):
@@ -276,4 +339,4 @@ class SharedLoop(ReaderLoop):
         self._touched()
 
 
-__all__ = ["ExclusiveLoop", "ReaderLoop", "SharedLoop"]
+__all__ = ["ExclusiveLoop", "FetchReader", "Fetching", "ReaderLoop", "SharedLoop"]

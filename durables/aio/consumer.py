@@ -13,12 +13,12 @@ import asyncio
 import contextlib
 import inspect
 import logging
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from ..errors import ConnectionLostError, ConsumerClosedError, DurablesError
+from ..errors import ConsumerClosedError, DurablesError
+from ..reading import Fetching
 
 if TYPE_CHECKING:
     from ..events import Event
@@ -30,8 +30,10 @@ log = logging.getLogger(__name__)
 AsyncListener = Callable[["Event"], "Awaitable[object] | object"]
 
 
-class AsyncConsumer:
+class AsyncConsumer(Fetching):
     """A consumer of a durable: attached by `await` or `async with`, until `close()`."""
+
+    reader: AsyncReader
 
     def __init__(
         self,
@@ -46,6 +48,7 @@ class AsyncConsumer:
         self.block_s = block_s
         self.auto_ack = auto_ack
         self.reader = reader
+        self._executor = reader.executor
         self._acks = acks if acks is not None and acks.interval_s > 0 else None
         """With `ack_flush_interval_s`: acknowledgements wait for the next read or the flusher."""
         self._outstanding: list[Event] = []
@@ -82,23 +85,7 @@ class AsyncConsumer:
     async def fetch(self, timeout: float = 1.0) -> list[Event]:
         """The next events (waiting up to `timeout` seconds); [] if none came. With auto-ack,
         the events of the previous fetch are acknowledged first."""
-        self._check_open()
-        if self.auto_ack and self._outstanding:
-            await self.reader.commit(self._outstanding, defer=True)
-            self._outstanding.clear()
-        deadline = time.monotonic() + max(0.0, timeout)
-        while True:
-            events = await self.reader.read(max(0.0, deadline - time.monotonic()))
-            if events:
-                for event in events:
-                    event.owner = self
-                self._outstanding.extend(events)
-                return events
-            if not self._outstanding:
-                with contextlib.suppress(ConnectionLostError):
-                    await self.reader.commit((), retry=False)
-            if time.monotonic() >= deadline:
-                return []
+        return await self._executor.drive(self.fetching(timeout))
 
     async def __aiter__(self) -> AsyncIterator[Event]:
         """Events one by one, waiting as long as it takes; stop by breaking out or closing."""
