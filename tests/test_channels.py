@@ -149,6 +149,16 @@ def test_a_channel_without_durables_keeps_its_events(
     assert late.depth() == 5
 
 
+def test_purge_up_to_the_last_sequence_of_a_millisecond_removes_that_millisecond(
+    channel: durables.Channel,
+) -> None:
+    ids = publish(channel, 3)
+    ms = int(ids[1].partition("-")[0])
+    later = [i for i in ids if int(i.partition("-")[0]) > ms]
+    assert channel.purge(up_to=f"{ms}-18446744073709551615") == len(ids) - len(later)
+    assert channel.info().length == len(later)
+
+
 def test_purge_removes_events_and_flows_to_durables(channel: durables.Channel) -> None:
     dur = channel.durable("audit")
     ids = publish(channel, 4)

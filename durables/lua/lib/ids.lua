@@ -11,9 +11,28 @@ local function id_before(a, b)
   return ams < bms or (ams == bms and aseq < bseq)
 end
 
+local MAX_SEQ = '18446744073709551615'
+
+-- A decimal string plus one, exactly (a sequence number may exceed a double's 53 bits).
+local function increment(digits)
+  local out, carry = {}, 1
+  for i = #digits, 1, -1 do
+    local d = string.byte(digits, i) - 48 + carry
+    carry = d >= 10 and 1 or 0
+    out[i] = string.char(48 + d % 10)
+  end
+  local result = table.concat(out)
+  return carry == 1 and ('1' .. result) or result
+end
+
+-- The smallest id after a canonical `id`: the next sequence, or the next millisecond's
+-- first after the largest sequence.
 local function id_after(id)
-  local ms, seq = split_id(id)
-  return string.format('%.0f-%.0f', ms, seq + 1)
+  local ms, seq = string.match(id, '^(%d+)-(%d+)$')
+  if seq == MAX_SEQ then
+    return increment(ms) .. '-0'
+  end
+  return ms .. '-' .. increment(seq)
 end
 
 local function id_below(id)
