@@ -150,10 +150,20 @@ async def disconnect(server: RedisCluster, *, inuse_connections: bool) -> None:
             await node.disconnect_free_connections()
 
 
+async def close(server: RedisCluster) -> None:
+    """Close every connection of the client. redis-py's `aclose()` does nothing while the
+    client is waiting to read its slot map again (after a lost connection, or a probe that
+    read it only through its nodes manager), so the nodes are closed here too."""
+    await server.aclose()
+    await server.nodes_manager.aclose()
+    await server.nodes_manager.aclose("startup_nodes")
+
+
 __all__ = [
     "AsyncServer",
     "RedisCluster",
     "answers",
+    "close",
     "disconnect",
     "load_scripts",
     "pipeline",

@@ -220,9 +220,11 @@ class AsyncExecutor:
 
     async def close(self) -> None:
         self.link.close()
-        await self.redis.aclose()
-        if self._probe is not self.redis:
-            await self._probe.aclose()
+        for server in {id(s): s for s in (self.redis, self._probe)}.values():
+            if isinstance(server, cluster.RedisCluster):
+                await cluster.close(server)
+            else:
+                await server.aclose()
 
 
 __all__ = ["AsyncExecutor"]
