@@ -25,7 +25,7 @@ from ..executor import LOST, lost, parse_all, wire
 from ..link import Link, State, StateListener
 from ..ops.flows import Flow, Recover, Send, step
 from ..replies import translate
-from . import cluster
+from . import cluster, transport
 
 if TYPE_CHECKING:
     from ..ops.base import Op
@@ -220,11 +220,9 @@ class AsyncExecutor:
 
     async def close(self) -> None:
         self.link.close()
-        for server in {id(s): s for s in (self.redis, self._probe)}.values():
-            if isinstance(server, cluster.RedisCluster):
-                await cluster.close(server)
-            else:
-                await server.aclose()
+        await transport.close(self.redis)
+        if self._probe is not self.redis:
+            await transport.close(self._probe)
 
 
 __all__ = ["AsyncExecutor"]

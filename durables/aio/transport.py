@@ -12,12 +12,13 @@ from typing import Any
 import redis.asyncio as aioredis
 from redis.asyncio.cluster import ClusterNode, RedisCluster
 from redis.asyncio.retry import Retry
-from redis.asyncio.sentinel import Sentinel
+from redis.asyncio.sentinel import Sentinel, SentinelConnectionPool
 from redis.backoff import NoBackoff
 from redis.exceptions import RedisClusterException
 
 from ..errors import ConfigError
 from ..urls import ServerUrl, parse_url
+from . import cluster
 from .cluster import AsyncServer
 
 
@@ -73,4 +74,18 @@ def _cluster(url: ServerUrl, options: dict[str, Any]) -> RedisCluster:
         raise ConfigError(f"cannot use the cluster URL {url.url!r}: {exc}") from None
 
 
-__all__ = ["connect"]
+async def close(server: AsyncServer) -> None:
+    """Close a client `connect` opened, with what it opened for itself: a cluster's node
+    connections, and a Sentinel-found primary's clients of the sentinels (redis-py leaves
+    them open, and an asyncio connection left open outlives its event loop)."""
+    if isinstance(server, RedisCluster):
+        await cluster.close(server)
+        return
+    await server.aclose()
+    pool = server.connection_pool
+    if isinstance(pool, SentinelConnectionPool):
+        for sentinel in pool.sentinel_manager.sentinels:
+            await sentinel.aclose()
+
+
+__all__ = ["close", "connect"]
