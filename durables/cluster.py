@@ -20,6 +20,7 @@ The decisions are `durables.routing`'s, shared with the asyncio client
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Sequence
 from typing import Any, TypeAlias, TypeVar
 
@@ -60,19 +61,11 @@ def read_by_slot(server: RedisCluster, args: Sequence[Any]) -> Any:
 
 
 def _run(server: RedisCluster, plan: routing.Plan[T]) -> T:
-    """Carry out a plan's steps, each reply sent back into it (an error thrown in)."""
-    reply: Any = None
-    error: Exception | None = None
-    while True:
-        try:
-            step = plan.send(reply) if error is None else plan.throw(error)
-        except StopIteration as done:
-            result: T = done.value
-            return result
-        try:
-            reply, error = _step(server, step), None
-        except Exception as exc:
-            reply, error = None, exc
+    """Carry out a plan's steps, each reply given back to it (an error thrown in)."""
+    walk = routing.Walk(plan)
+    while walk.step is not None:
+        walk.perform(functools.partial(_step, server))
+    return walk.result
 
 
 def _step(server: RedisCluster, step: routing.Step) -> Any:

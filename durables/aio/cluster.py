@@ -48,19 +48,16 @@ async def pipeline(server: RedisCluster, commands: Sequence[Sequence[Any]]) -> l
 
 
 async def _run(server: RedisCluster, plan: routing.Plan[T]) -> T:
-    """Carry out a plan's steps, each reply sent back into it (an error thrown in)."""
-    reply: Any = None
-    error: Exception | None = None
-    while True:
+    """Carry out a plan's steps, awaiting each, its reply given back (an error thrown in)."""
+    walk = routing.Walk(plan)
+    while walk.step is not None:
         try:
-            step = plan.send(reply) if error is None else plan.throw(error)
-        except StopIteration as done:
-            result: T = done.value
-            return result
-        try:
-            reply, error = await _step(server, step), None
+            value = await _step(server, walk.step)
         except Exception as exc:
-            reply, error = None, exc
+            walk.fail(exc)
+        else:
+            walk.reply(value)
+    return walk.result
 
 
 async def _step(server: RedisCluster, step: routing.Step) -> Any:
