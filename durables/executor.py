@@ -25,7 +25,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import NoScriptError, RedisError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from . import cluster, scripts
+from . import cluster, routing, scripts
 from .errors import ConnectionLostError
 from .link import Link, State, StateListener
 from .ops.flows import Flow, Recover, Send, step
@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
-LOST = (RedisConnectionError, RedisTimeoutError, *cluster.OUTAGE)
+LOST = (RedisConnectionError, RedisTimeoutError, *routing.OUTAGE)
 
 
 def lost(exc: BaseException, context: str) -> ConnectionLostError:

@@ -91,7 +91,7 @@ CLIENT_KINDS = ("sync", "aio") if SERVER_KIND == "valkey" else ("sync",)
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     """Modules marked `both_clients` run on each client; modules marked `on_cluster` on
-    the cluster too (the asyncio client has no Cluster transport yet: not that pair)."""
+    the cluster too: every pair of the two (the asyncio client on the cluster as well)."""
     kinds = ["sync"]
     if metafunc.definition.get_closest_marker("both_clients") and (
         "client_kind" in metafunc.fixturenames
@@ -105,7 +105,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if len(kinds) == 1:
         metafunc.parametrize("deployment", deployments, indirect=True)
         return
-    pairs = [(k, d) for k in kinds for d in deployments if (k, d.values[0]) != ("aio", "cluster")]
+    pairs = [(k, d) for k in kinds for d in deployments]
     metafunc.parametrize(
         ("client_kind", "deployment"),
         [pytest.param(k, d.values[0], marks=d.marks, id=f"{k}-{d.id}") for k, d in pairs],

@@ -1,7 +1,8 @@
 """Redis Cluster: what only a cluster can show. Channels spread over the shards by their
 hash tag, listings cover every shard, a session reads channels on three shards, scripts
 live on every primary and come back after a flush, one heartbeat pipeline renews leases
-on several shards. (The behaviour modules run on the same cluster: `on_cluster`.)"""
+on several shards. Each test runs on both clients (the asyncio one behind the sync API,
+through `tests/aio_bridge.py`). (The behaviour modules run on the same cluster: `on_cluster`.)"""
 
 from __future__ import annotations
 
@@ -15,11 +16,11 @@ import durables
 from durables import ConfigError, metrics, scripts
 from durables.replies import raw
 
-from .conftest import FAST
+from .conftest import FAST, Connect
 from .ha_servers import Cluster
 from .helpers import fetch_all
 
-pytestmark = pytest.mark.cluster
+pytestmark = [pytest.mark.cluster, pytest.mark.both_clients]
 
 
 def one_channel_per_primary(servers: Cluster, prefix: str) -> list[str]:
@@ -39,13 +40,15 @@ def spread(cluster_server: Cluster) -> list[str]:
 
 
 @pytest.fixture
-def on_cluster(cluster_server: Cluster, namespace: str) -> Iterator[durables.Client]:
-    with durables.connect(cluster_server.url, namespace=namespace, **FAST) as client:
+def on_cluster(
+    connect: Connect, cluster_server: Cluster, namespace: str
+) -> Iterator[durables.Client]:
+    with connect(cluster_server.url, namespace=namespace, **FAST) as client:
         yield client
 
 
 def test_channels_spread_over_every_primary_and_listings_cover_them(
-    cluster_server: Cluster, on_cluster: durables.Client, spread: list[str]
+    cluster_server: Cluster, on_cluster: durables.Client, spread: list[str], client_kind: str
 ) -> None:
     for n, name in enumerate(spread):
         on_cluster.channel(name).durable("audit")
@@ -64,6 +67,8 @@ def test_channels_spread_over_every_primary_and_listings_cover_them(
     assert {i.name: i.length for i in on_cluster.channels()} == {
         name: n + 1 for n, name in enumerate(spread)
     }
+    if client_kind != "sync":
+        return  # metrics reads through a sync client's redis-py client
     snap = metrics.snapshot(on_cluster)
     assert snap.channels == {name: n + 1 for n, name in enumerate(spread)}
     assert sorted(d.channel for d in snap.durables) == sorted(spread)
@@ -152,6 +157,8 @@ def test_one_heartbeat_renews_leases_on_three_shards(
             consumer.__exit__(None, None, None)
 
 
-def test_a_cluster_url_with_a_database_is_refused(cluster_server: Cluster) -> None:
+def test_a_cluster_url_with_a_database_is_refused(
+    connect: Connect, cluster_server: Cluster
+) -> None:
     with pytest.raises(ConfigError, match="database 0"):
-        durables.connect(cluster_server.url + "/2")
+        connect(cluster_server.url + "/2")

@@ -3,7 +3,8 @@ each; producers publish with `replicas=1` to a channel on the shard that is kill
 to one on another shard, while an exclusive and a shared durable on each acknowledge
 as they go. The primary of the first channel's shard is killed with kill -9 and its
 replica takes over. No confirmed event is lost, duplicates are flagged, order holds;
-the test prints the counts and how long each channel could not publish."""
+the test prints the counts and how long each channel could not publish. It runs on both
+clients (the asyncio one behind the sync API, through `tests/aio_bridge.py`)."""
 
 from __future__ import annotations
 
@@ -20,12 +21,12 @@ import pytest
 import durables
 
 from .checker import Checker
-from .conftest import FAST, SERVER_KIND
+from .conftest import FAST, SERVER_KIND, Connect
 from .ha_servers import Cluster
 from .servers import server_binary
 from .test_cluster import one_channel_per_primary
 
-pytestmark = [pytest.mark.cluster, pytest.mark.slow]
+pytestmark = [pytest.mark.cluster, pytest.mark.slow, pytest.mark.both_clients]
 SETTINGS = {**FAST, "reconnect_timeout_s": 60.0, "replicas": 1, "replica_timeout_s": 2.0}
 KINDS: tuple[durables.Kind, ...] = ("exclusive", "shared")
 RUN_AFTER_S = 1.5
@@ -92,13 +93,13 @@ class Recording:
 
 
 def test_a_shard_primary_killed_under_load_loses_nothing_confirmed(
-    cluster_with_replicas: Cluster, namespace: str
+    connect: Connect, cluster_with_replicas: Cluster, namespace: str
 ) -> None:
     servers = cluster_with_replicas
     victim, other, _ = one_channel_per_primary(servers, "load")
     with (
-        durables.connect(servers.url, namespace=namespace, **SETTINGS) as publisher,
-        durables.connect(servers.url, namespace=namespace, **SETTINGS) as consumer,
+        connect(servers.url, namespace=namespace, **SETTINGS) as publisher,
+        connect(servers.url, namespace=namespace, **SETTINGS) as consumer,
     ):
         checkers = {(c, k): Checker() for c in (victim, other) for k in KINDS}
         subs = [

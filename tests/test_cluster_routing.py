@@ -1,10 +1,15 @@
-"""How a multi-channel read is split by hash slot, without a server."""
+"""How a multi-channel read is split by hash slot and a pipeline grouped by node, without a
+server: `durables.routing`'s decisions and plans, as both clients carry them out."""
 
 from __future__ import annotations
 
-from redis.crc import key_slot
+from typing import Any
 
-from durables import cluster
+import pytest
+from redis.crc import key_slot
+from redis.exceptions import ClusterDownError, MovedError
+
+from durables import routing
 from durables.keys import ChannelKeys
 
 READ = ("XREADGROUP", "GROUP", "~session:s", "c", "COUNT", 10, "BLOCK", 200, "STREAMS")
@@ -15,13 +20,13 @@ def stream(channel: str) -> str:
 
 
 def test_a_read_of_channels_in_one_slot_is_not_split() -> None:
-    assert cluster.split_read((*READ, stream("a"), stream("a"), "0", ">")) is None
+    assert routing.split_read((*READ, stream("a"), stream("a"), "0", ">")) is None
 
 
 def test_a_read_is_split_by_slot_keeping_each_stream_with_its_position() -> None:
     names = ["a", "b", "c", "d"]
     assert len({key_slot(stream(n).encode()) for n in names}) == 4
-    parts = cluster.split_read((*READ, *map(stream, names), "0", ">", "5-0", ">"))
+    parts = routing.split_read((*READ, *map(stream, names), "0", ">", "5-0", ">"))
     assert parts == [
         (*READ, stream("a"), "0"),
         (*READ, stream("b"), ">"),
@@ -32,14 +37,68 @@ def test_a_read_is_split_by_slot_keeping_each_stream_with_its_position() -> None
 
 def test_two_channels_sharing_a_tag_slot_are_read_together() -> None:
     same = "ns:{a}:other"  # any key tagged {a} shares the slot of channel a's stream
-    parts = cluster.split_read((*READ, stream("a"), stream("b"), same, "1-0", ">", "2-0"))
+    parts = routing.split_read((*READ, stream("a"), stream("b"), same, "1-0", ">", "2-0"))
     assert parts == [(*READ, stream("a"), same, "1-0", "2-0"), (*READ, stream("b"), ">")]
 
 
 def test_merge_joins_resp2_and_resp3_replies_and_gives_none_for_nothing() -> None:
-    assert cluster.merge([None, [[b"s1", [1]]], [], [[b"s2", [2]]]]) == [
+    assert routing.merge([None, [[b"s1", [1]]], [], [[b"s2", [2]]]]) == [
         [b"s1", [1]],
         [b"s2", [2]],
     ]
-    assert cluster.merge([{b"s1": [1]}, None, {b"s2": [2]}]) == {b"s1": [1], b"s2": [2]}
-    assert cluster.merge([None, []]) is None
+    assert routing.merge([{b"s1": [1]}, None, {b"s2": [2]}]) == {b"s1": [1], b"s2": [2]}
+    assert routing.merge([None, []]) is None
+
+
+def test_a_wait_goes_to_the_node_of_the_write_before_it_and_keyless_ones_apart() -> None:
+    commands = [("EVALSHA", "s", 1, "k1"), ("WAIT", 1, 100), ("XLEN", "k2"), ("PING",)]
+    assert routing.by_node(commands, ["n1", None, "n2", None]) == {
+        "n1": [0, 1],
+        "n2": [2],
+        None: [3],
+    }
+
+
+def test_a_pipeline_plan_sends_again_only_what_was_redirected_and_raises_an_outage() -> None:
+    commands = [("XLEN", "a"), ("XLEN", "b")]
+    plan = routing.pipeline(commands, ["n1", "n1"])
+    step = next(plan)
+    assert step == routing.OnNode("n1", [("XLEN", "a"), ("XLEN", "b")])
+    moved = MovedError("1 127.0.0.1:7001")
+    assert plan.send([3, moved]) == routing.Send(("XLEN", "b"))
+    with pytest.raises(StopIteration) as done:
+        plan.send(5)
+    assert done.value.value == [3, 5]
+
+    plan = routing.pipeline(commands, ["n1", "n1"])
+    next(plan)
+    with pytest.raises(ClusterDownError):
+        plan.send([3, ClusterDownError("CLUSTERDOWN The cluster is down")])
+
+
+def sent(step: routing.Step) -> tuple[Any, ...]:
+    assert isinstance(step, routing.Send)
+    return step.args
+
+
+def test_a_split_read_reads_each_slot_once_then_blocks_on_each_in_slices() -> None:
+    now = [0.0]
+    plan = routing.read_by_slot((*READ, stream("a"), stream("b"), ">", ">"), lambda: now[0])
+    first = [sent(next(plan)), sent(plan.send(None))]
+    assert [routing.block_ms(args) for args in first] == [None, None]
+    slices = [sent(plan.send(None))]  # BLOCK 200 over two slots: 50 ms each in turn
+    for _ in range(3):
+        now[0] += 0.04
+        slices.append(sent(plan.send(None)))
+    assert [routing.block_ms(args) for args in slices] == [50, 50, 50, 50]
+    assert [args[-2] for args in slices] == [stream("a"), stream("b")] * 2
+    with pytest.raises(StopIteration) as done:
+        plan.send([[stream("b").encode(), [(b"1-0", {})]]])
+    assert done.value.value == [[stream("b").encode(), [(b"1-0", {})]]]
+
+    plan = routing.read_by_slot((*READ, stream("a"), stream("b"), ">", ">"), lambda: now[0])
+    next(plan), plan.send(None), plan.send(None)
+    now[0] += 0.2
+    with pytest.raises(StopIteration) as done:
+        plan.send(None)  # the block time is over: nothing came
+    assert done.value.value is None

@@ -1,7 +1,9 @@
 """High availability through Sentinel: the primary killed with kill -9, again and again,
 while a producer publishes with `replicas=1` and consumers acknowledge. Every confirmed
-publish survives, duplicates are discarded and counted, consumers go on by themselves;
-the test prints the unavailable seconds of each failover."""
+publish survives (`tests/checker.py` counts), duplicates are discarded and counted,
+consumers go on by themselves; the test prints the unavailable seconds of each failover.
+It runs on both clients (the asyncio one behind the sync API, through `tests/aio_bridge.py`):
+each follows the primary Sentinel names after the failover by itself."""
 
 from __future__ import annotations
 
@@ -17,11 +19,12 @@ import pytest
 
 import durables
 
-from .conftest import FAST, SERVER_KIND
+from .checker import Checker
+from .conftest import FAST, SERVER_KIND, Connect
 from .ha_servers import SentinelSet
 from .servers import server_binary
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.both_clients]
 FAILOVERS = 2
 SETTINGS = {**FAST, "reconnect_timeout_s": 60.0, "replicas": 1, "replica_timeout_s": 2.0}
 
@@ -34,11 +37,11 @@ def sentinel_set(tmp_path: Path) -> Iterator[SentinelSet]:
 
 @dataclass
 class Producer:
-    """Publishes `m<i>` with message ids, retrying each until a replica confirmed it."""
+    """Publishes `m<i>` with message ids, retrying each until a replica confirmed it; every
+    attempt and confirmation goes to the checker."""
 
     channel: durables.Channel
-    attempted: int = 0
-    confirmed: list[str] = field(default_factory=list)
+    checker: Checker
     failures: Counter[str] = field(default_factory=Counter)
     last_ok: float = 0.0
     times: list[float] = field(default_factory=list)
@@ -53,44 +56,35 @@ class Producer:
         i = 0
         while not self.stop.is_set():
             payload = f"m{i}"
-            self.attempted += 1
+            self.checker.attempt(payload)
             try:
-                self.channel.publish(payload, message_id=payload)
+                event_id = self.channel.publish(payload, message_id=payload)
             except durables.DurablesError as exc:  # a failover: retry the same message id
                 self.failures[type(exc).__name__] += 1
                 time.sleep(0.05)
                 continue
-            self.confirmed.append(payload)
+            self.checker.confirm(payload, event_id)
             self.last_ok = time.monotonic()
             self.times.append(self.last_ok)
             i += 1
             time.sleep(0.005)
 
 
-@dataclass
-class Received:
-    texts: list[str] = field(default_factory=list)
-    flagged: list[str] = field(default_factory=list)
-    lock: threading.Lock = field(default_factory=threading.Lock)
-
-    def __call__(self, event: durables.Event) -> None:
-        with self.lock:
-            self.texts.append(event.text)
-            if event.redelivered:
-                self.flagged.append(event.text)
-
-
 def test_kill_the_primary_repeatedly_nothing_confirmed_is_lost(
-    sentinel_set: SentinelSet, namespace: str
+    connect: Connect, sentinel_set: SentinelSet, namespace: str
 ) -> None:
     with (
-        durables.connect(sentinel_set.url, namespace=namespace, **SETTINGS) as client,
-        durables.connect(sentinel_set.url, namespace=namespace, **SETTINGS) as consumer,
+        connect(sentinel_set.url, namespace=namespace, **SETTINGS) as client,
+        connect(sentinel_set.url, namespace=namespace, **SETTINGS) as consumer,
     ):
         ch = client.channel("orders")
-        received = Received()
-        sub = consumer.channel("orders").durable("billing", kind="shared").subscribe(received)
-        producer = Producer(ch)
+        checker = Checker()
+        sub = (
+            consumer.channel("orders")
+            .durable("billing", kind="shared")
+            .subscribe(lambda event: checker.deliver_event("billing", event))
+        )
+        producer = Producer(ch, checker)
         thread = threading.Thread(target=producer.run, daemon=True)
         thread.start()
         kills: list[float] = []
@@ -107,22 +101,22 @@ def test_kill_the_primary_repeatedly_nothing_confirmed_is_lost(
         time.sleep(1.0)
         producer.stop.set()
         thread.join(30)
-        confirmed = set(producer.confirmed)
         deadline = time.monotonic() + 30
-        while not confirmed <= set(received.texts) and time.monotonic() < deadline:
+        while checker.report().lost and time.monotonic() < deadline:
             time.sleep(0.1)
         sub.close()
-        unavailable = [producer.gap_after(k) for k in kills]
-        counts = Counter(received.texts)
-        duplicated = sum(n - 1 for n in counts.values())
-        lost = confirmed - set(counts)
+        ends = [*kills[1:], kills[-1] + 30]  # each failover's window ends at the next kill
+        unavailable = [producer.gap_after(k, end - k) for k, end in zip(kills, ends, strict=True)]
+        report = checker.report()
         print(
-            f"attempted={producer.attempted} confirmed={len(confirmed)} "
-            f"delivered={len(received.texts)} lost={len(lost)} duplicated={duplicated} "
-            f"discarded={sub.consumer.discarded} failures={dict(producer.failures)} "
+            f"\n{report} discarded={sub.consumer.discarded} failures={dict(producer.failures)} "
             f"unavailable_s={[round(u, 2) for u in unavailable]}"
         )
-        assert not lost, sorted(lost)[:10]
-        assert len(confirmed) == len(producer.confirmed)  # message ids stored once each
+        # A publish the killed primary stored but did not pass on before it died (its reply
+        # lost with it, so never confirmed) may have been read already; sent again, it is
+        # stored again under a new id, and the checker counts a duplicate. Nothing
+        # confirmed may be lost, nothing unpublished delivered.
+        assert report.confirmed > 0 and report.lost == 0, checker.explain()
+        assert report.unexpected == 0, checker.explain()
         assert sub.error is None
         assert all(u < 30 for u in unavailable)

@@ -20,13 +20,13 @@ LAYERS: dict[str, int] = {
     # 1: pure foundations: names, keys, ids, settings, selectors, events, records, replies
     "ids": 1, "names": 1, "keys": 1, "settings": 1, "cache": 1, "records": 1, "urls": 1,
     "selector_lexer": 1, "selector_ast": 1, "selector_parser": 1, "selector": 1,
-    "events": 1, "replies": 1, "processes": 1, "server": 1, "scripts": 1,
+    "events": 1, "replies": 1, "processes": 1, "server": 1, "scripts": 1, "routing": 1,
     # 2: operations as plain data, and the readers' state machines (no I/O)
     "ops": 2, "ops.base": 2, "ops.channels": 2, "ops.durables": 2, "ops.housekeeping": 2,
     "ops.exclusive": 2, "ops.shared": 2, "ops.sessions": 2, "ops.flows": 2, "ops.server": 2,
     # 3: sending: transport, cluster, executor, leases, runtime, context (and asyncio twins)
     "transport": 3, "cluster": 3, "link": 3, "executor": 3, "leases": 3, "runtime": 3, "context": 3,
-    "aio.transport": 3, "aio.executor": 3, "aio.runtime": 3, "aio.context": 3,
+    "aio.transport": 3, "aio.cluster": 3, "aio.executor": 3, "aio.runtime": 3, "aio.context": 3,
     # 4: readers and stores over a context
     "reading": 4, "exclusive": 4, "shared": 4, "consumer": 4, "subscription": 4, "retention": 4,
     "publishing": 4, "dead_letters": 4, "session_store": 4, "session_delivery": 4,

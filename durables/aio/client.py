@@ -27,7 +27,7 @@ from .session import AsyncSession
 from .transport import connect as open_redis
 
 if TYPE_CHECKING:
-    import redis.asyncio as aioredis
+    from .cluster import AsyncServer
 
 
 async def connect(url: str | None = None, **settings: object) -> AsyncClient:
@@ -99,8 +99,9 @@ class AsyncClient:
         self.ctx.executor.on_state(listener)
 
     @property
-    def redis(self) -> aioredis.Redis:
-        """The asyncio redis-py client underneath (for looking at server state by hand)."""
+    def redis(self) -> AsyncServer:
+        """The asyncio redis-py client underneath (for looking at server state by hand): a
+        `redis.asyncio.Redis`, or a `redis.asyncio.cluster.RedisCluster` for a cluster URL."""
         return self.ctx.executor.redis
 
     @property

@@ -5,7 +5,8 @@ operation (`executor.wire`), the same parsing and error translation (`executor.p
 EVALSHA with a reload after NOSCRIPT, pipelines for several operations, and the same
 outage behaviour: `run` waits an outage out (backoff with jitter, probing with a short
 timeout) for `reconnect_timeout_s`, then the state is "closed"; every reconnection loads
-the scripts again and increments `epoch`, so readers attach again.
+the scripts again and increments `epoch`, so readers attach again. On a cluster it calls
+`durables.aio.cluster` for the few things that differ, as the sync executor does.
 """
 
 from __future__ import annotations
@@ -18,17 +19,17 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from redis.exceptions import NoScriptError, RedisError, ResponseError
 
-from .. import scripts
+from .. import routing, scripts
 from ..errors import ConnectionLostError
 from ..executor import LOST, lost, parse_all, wire
 from ..link import Link, State, StateListener
 from ..ops.flows import Flow, Recover, Send, step
 from ..replies import translate
+from . import cluster, transport
 
 if TYPE_CHECKING:
-    import redis.asyncio as aioredis
-
     from ..ops.base import Op
+    from .cluster import AsyncServer
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -39,10 +40,10 @@ class AsyncExecutor:
 
     def __init__(
         self,
-        redis: aioredis.Redis,
+        redis: AsyncServer,
         *,
         reconnect_timeout_s: float = 0.0,
-        probe: aioredis.Redis | None = None,
+        probe: AsyncServer | None = None,
     ) -> None:
         self.redis = redis
         self._probe = probe or redis
@@ -95,10 +96,7 @@ class AsyncExecutor:
                     await self._reloaded()
                     replies = [await self._send_capturing(ops[0])]
             else:
-                pipe = self.redis.pipeline(transaction=False)
-                for op in ops:
-                    pipe.execute_command(*wire(op))
-                replies = await pipe.execute(raise_on_error=False)
+                replies = await self._pipeline([wire(op) for op in ops])
                 for i, reply in enumerate(replies):
                     if isinstance(reply, NoScriptError):
                         await self._reloaded()
@@ -107,10 +105,23 @@ class AsyncExecutor:
             raise lost(exc, context) from exc
         return parse_all(ops, replies)
 
+    async def _pipeline(self, commands: list[tuple[Any, ...]]) -> list[Any]:
+        if isinstance(self.redis, cluster.RedisCluster):
+            return await cluster.pipeline(self.redis, commands)
+        pipe = self.redis.pipeline(transaction=False)
+        for args in commands:
+            pipe.execute_command(*args)
+        replies: list[Any] = await pipe.execute(raise_on_error=False)
+        return replies
+
     async def _send_capturing(self, op: Op[Any]) -> Any:
         try:
+            if isinstance(self.redis, cluster.RedisCluster):
+                return await cluster.send(self.redis, wire(op))
             return await self.redis.execute_command(*wire(op))  # type: ignore[no-untyped-call]
         except ResponseError as exc:
+            if isinstance(exc, routing.OUTAGE):  # CLUSTERDOWN: an outage, not a reply
+                raise
             return exc
 
     async def drive(self, flow: Flow[T]) -> T:
@@ -141,6 +152,10 @@ class AsyncExecutor:
     async def load_scripts(self) -> None:
         """Load every script in one round trip: at connect and after every reconnection."""
         try:
+            if isinstance(self.redis, cluster.RedisCluster):  # on every primary
+                sources = [scripts.source(name) for name in scripts.NAMES]
+                await cluster.load_scripts(self.redis, sources)
+                return
             pipe = self.redis.pipeline(transaction=False)
             for name in scripts.NAMES:
                 pipe.script_load(scripts.source(name))
@@ -175,13 +190,17 @@ class AsyncExecutor:
         return True
 
     async def _answers(self) -> bool:
+        if isinstance(self._probe, cluster.RedisCluster):
+            return await cluster.answers(self._probe)
         try:
             return bool(await self._probe.ping())
         except (RedisError, OSError):
             return False
 
     async def _reconnected(self) -> None:
-        await self.redis.connection_pool.disconnect(inuse_connections=False)
+        if isinstance(self.redis, cluster.RedisCluster):
+            await cluster.refresh(self.redis)  # a failover may have moved slots to other nodes
+        await self._disconnect(inuse_connections=False)  # no stale sockets
         try:
             await self.load_scripts()
         except ConnectionLostError:
@@ -191,13 +210,19 @@ class AsyncExecutor:
     async def interrupt(self) -> None:
         """Break every connection of the pool, in use or not (see `Executor.interrupt`)."""
         self.lost_connection()
-        await self.redis.connection_pool.disconnect(inuse_connections=True)
+        await self._disconnect(inuse_connections=True)
+
+    async def _disconnect(self, *, inuse_connections: bool) -> None:
+        if isinstance(self.redis, cluster.RedisCluster):
+            await cluster.disconnect(self.redis, inuse_connections=inuse_connections)
+        else:
+            await self.redis.connection_pool.disconnect(inuse_connections=inuse_connections)
 
     async def close(self) -> None:
         self.link.close()
-        await self.redis.aclose()
+        await transport.close(self.redis)
         if self._probe is not self.redis:
-            await self._probe.aclose()
+            await transport.close(self._probe)
 
 
 __all__ = ["AsyncExecutor"]

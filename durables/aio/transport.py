@@ -1,7 +1,8 @@
 """How the asyncio client reaches the server, chosen from the URL as for the sync client.
 
-The same URLs (`redis://`, `rediss://`, `redis+sentinel://`), opened with redis-py's
-asyncio client (hiredis parses replies when installed). One retry policy: the executor's.
+The same URLs (`redis://`, `rediss://`, `redis+sentinel://`, `redis+cluster://`), opened
+with redis-py's asyncio clients (hiredis parses replies when installed): a cluster's reads
+its slot map at the first command (`durables.aio.cluster`). One retry policy: the executor's.
 """
 
 from __future__ import annotations
@@ -9,12 +10,16 @@ from __future__ import annotations
 from typing import Any
 
 import redis.asyncio as aioredis
+from redis.asyncio.cluster import ClusterNode, RedisCluster
 from redis.asyncio.retry import Retry
-from redis.asyncio.sentinel import Sentinel
+from redis.asyncio.sentinel import Sentinel, SentinelConnectionPool
 from redis.backoff import NoBackoff
+from redis.exceptions import RedisClusterException
 
 from ..errors import ConfigError
 from ..urls import ServerUrl, parse_url
+from . import cluster
+from .cluster import AsyncServer
 
 
 def _common(socket_timeout_s: float, connect_timeout_s: float) -> dict[str, Any]:
@@ -28,15 +33,15 @@ def _common(socket_timeout_s: float, connect_timeout_s: float) -> dict[str, Any]
 
 def connect(
     url: str, socket_timeout_s: float, connect_timeout_s: float, tls: dict[str, Any] | None = None
-) -> aioredis.Redis:
+) -> AsyncServer:
     """A new asyncio redis-py client (with a pool of its own) for `url`'s deployment;
     `tls`: redis-py's TLS arguments (`urls.tls_options`)."""
     parsed = parse_url(url)
     options = {**_common(socket_timeout_s, connect_timeout_s), **(tls or {})}
     if parsed.deployment == "sentinel":
         return _sentinel(parsed, options)
-    if parsed.deployment != "standalone":
-        raise ConfigError(f"the asyncio client does not support {parsed.deployment} URLs yet")
+    if parsed.deployment == "cluster":
+        return _cluster(parsed, options)
     try:
         return aioredis.Redis.from_url(parsed.url, **options)
     except ValueError as exc:
@@ -57,4 +62,30 @@ def _sentinel(url: ServerUrl, options: dict[str, Any]) -> aioredis.Redis:
     return primary
 
 
-__all__ = ["connect"]
+def _cluster(url: ServerUrl, options: dict[str, Any]) -> RedisCluster:
+    if url.db:
+        raise ConfigError(f"a cluster has database 0 only, not {url.db} ({url.url!r})")
+    try:
+        return RedisCluster(
+            startup_nodes=[ClusterNode(h, p) for h, p in url.hosts],
+            username=url.username, password=url.password, ssl=url.tls, **options,
+        )  # fmt: skip
+    except RedisClusterException as exc:
+        raise ConfigError(f"cannot use the cluster URL {url.url!r}: {exc}") from None
+
+
+async def close(server: AsyncServer) -> None:
+    """Close a client `connect` opened, with what it opened for itself: a cluster's node
+    connections, and a Sentinel-found primary's clients of the sentinels (redis-py leaves
+    them open, and an asyncio connection left open outlives its event loop)."""
+    if isinstance(server, RedisCluster):
+        await cluster.close(server)
+        return
+    await server.aclose()
+    pool = server.connection_pool
+    if isinstance(pool, SentinelConnectionPool):
+        for sentinel in pool.sentinel_manager.sentinels:
+            await sentinel.aclose()
+
+
+__all__ = ["close", "connect"]
