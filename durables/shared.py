@@ -85,8 +85,9 @@ class SharedReader(LeaseHolder):
     def _read(self, deadline: float) -> list[Event]:
         clock, executor = self.ctx.clock, self.ctx.executor
         while True:
+            block = min(deadline - clock(), self.ctx.settings.block_s)
             with self.lock:
-                ops = self.state.fetch()
+                ops = self.state.fetch(block)
             try:
                 replies = executor.run_all(ops, retry=False)
             except BaseException:
@@ -100,6 +101,8 @@ class SharedReader(LeaseHolder):
             remaining = deadline - clock()
             if dealt.events or remaining <= 0:
                 return dealt.events
+            if dealt.waited:  # it blocked for new events through a tap already
+                continue
             wait = self.state.wait(
                 dealt.newest, dealt.rung, min(remaining, self.ctx.settings.block_s)
             )

@@ -229,7 +229,8 @@ class AsyncSharedReader(LeaseHolder):
     async def _read(self, deadline: float) -> list[Event]:
         clock, executor = self.ctx.clock, self.ctx.executor
         while True:
-            ops = self.state.fetch()
+            block = min(deadline - clock(), self.ctx.settings.block_s)
+            ops = self.state.fetch(block)
             try:
                 replies = await executor.run_all(ops, retry=False)
             except BaseException:
@@ -241,6 +242,8 @@ class AsyncSharedReader(LeaseHolder):
             remaining = deadline - clock()
             if dealt.events or remaining <= 0:
                 return dealt.events
+            if dealt.waited:  # it blocked for new events through a tap already
+                continue
             wait = self.state.wait(
                 dealt.newest, dealt.rung, min(remaining, self.ctx.settings.block_s)
             )
