@@ -30,7 +30,8 @@
 -- Returns  {newest stream id, newest bell id ('0-0' for none), {id, count, ...} of the
 --          caller's pending events delivered before, how many were dead-lettered now,
 --          store filter version (0: none), consumer that set it ('' for none),
---          1 if the tap for all its room is open (else 0), 1 if the tap for one is}.
+--          1 if the tap for all its room is open (else 0), 1 if the tap for one is (the
+--          dispatcher opens none for now: one event per read cost a fetch per event)}.
 -- Errors   DETACHED (the caller's lease lapsed and it was reaped), NODURABLE; NOGROUP
 --          (Redis's own) if the spec is there but the group is gone.
 --@include clock
@@ -81,17 +82,14 @@ local mine = room[me] or 0
 local plain = mine > 0 and (held[me] or 0) == handed and filter_tree(spec['ast']) == nil
   and filter_tree(store['ast']) == nil and redis.call('LLEN', d.redo) == 0
   and redis.call('ZCARD', d.delayed) == 0
-local sole, head = true, nil  -- head: the first in the ring with room
+local sole = true
 for _, consumer in ipairs(order) do
   plain = plain and filters[consumer] == nil
   if consumer ~= me and room[consumer] > 0 then
     sole = false
   end
-  if head == nil and room[consumer] > 0 then
-    head = consumer
-  end
 end
-local full, single, buried = false, false, 0
+local full, buried = false, 0
 if plain and (serial and not busy or not serial and sole) then
   full = true
 else
@@ -107,17 +105,13 @@ else
       if #picks > 0 and deal(d, me, order, room, filters, picks, serial, taps) then
         ring_bell(d.bell)  -- others got events: wake them
       end
-      single = plain and not serial and #picks == 0 and block_ms > 0 and head == me
     end
-  end
-  if single then  -- as if dealt the next event: the next in the ring may wait so in turn
-    turn_past(d, order, me)
   end
 end
 local expiry = now + block_ms + 1000
 set_tap(d, KEYS[12], me, full, expiry)
-set_tap(d, KEYS[13], me, single, expiry)
+set_tap(d, KEYS[13], me, false, expiry)
 
 local redelivered = redelivered_of(d.stream, d.group, d.counts, me)
 return {newest_id(d.stream), newest_id(d.bell), redelivered, buried, store['version'], store['by'],
-  full and 1 or 0, single and 1 or 0}
+  full and 1 or 0, 0}

@@ -83,7 +83,8 @@ class SharedHandout:
         """Join the ring with this window (and filter); the store filter's version comes back."""
         k, d = self.k, self.durable
         tree = json.dumps(self.selector.to_json()) if self.selector else ""
-        return script("attach_shared", [k.durables, k.members(d), k.alive(d), k.ring(d)],
+        return script("attach_shared", [k.durables, k.members(d), k.alive(d), k.ring(d),
+                                        k.taps(d)],
                       [d, self.id, self.window, self.lease_ms, tree],
                       parse=as_int, context=self.context)  # fmt: skip
 

@@ -18,11 +18,9 @@
 -- that the member names beside the channel (`STREAMS <channel> <tap> > >`), so the read
 -- happens only while the tap exists: the dispatcher opens it when that read is exactly
 -- what the dealing would do (no filter, nothing handed back or delayed, and the member is
--- the only one with room, or serial and idle: all its room; or, with others that have
--- room too and nothing waiting, ':1', one event, to the first in the ring with room when
--- it is about to block: the ring then turns past it, as if it was dealt that event, so the
--- members blocked on taps are served in the ring's order), and deletes it (a blocked
--- read wakes)
+-- the only one with room, or serial and idle: all its room; ':1', for one event, is kept
+-- for a consumer among several with room, and not opened for now), and deletes it (a
+-- blocked read wakes)
 -- before it deals anything else to the member. The member deletes its taps after its read.
 
 -- A filter tree as decoded from JSON: nil when there is none (absent or JSON null).
