@@ -18,7 +18,9 @@
 -- KEYS[9]  the durable's bell stream
 -- KEYS[10] the durable's dead-letter stream
 -- KEYS[11] the durable's taps hash (tap key -> "<consumer id> <expiry ms>")
--- KEYS[12] the caller's tap for all its room
+-- KEYS[12] the caller's tap for all its room (opened for serial durables only: on shared
+--          ones with several consumer threads, the extra reads cost the client more than
+--          the server saved)
 -- KEYS[13] the caller's tap for one event
 -- ARGV[1]  durable name (the group)
 -- ARGV[2]  the calling consumer's id
@@ -82,15 +84,11 @@ local mine = room[me] or 0
 local plain = mine > 0 and (held[me] or 0) == handed and filter_tree(spec['ast']) == nil
   and filter_tree(store['ast']) == nil and redis.call('LLEN', d.redo) == 0
   and redis.call('ZCARD', d.delayed) == 0
-local sole = true
 for _, consumer in ipairs(order) do
   plain = plain and filters[consumer] == nil
-  if consumer ~= me and room[consumer] > 0 then
-    sole = false
-  end
 end
 local full, buried = false, 0
-if plain and (serial and not busy or not serial and sole) then
+if plain and serial and not busy then  -- (shared durables: taps not opened, see below)
   full = true
 else
   if not serial and mine > 0 then  -- others may not take all the new events any more

@@ -61,6 +61,7 @@ class SharedHandout:
         self.k, self.durable, self.id = k, durable, consumer_id
         self.window, self.lease_ms, self.selector = window, lease_ms, selector
         self.context = f"{kind} durable {durable!r} on {k.channel!r}"
+        self.tapped = kind == "serial"  # the dispatcher opens taps for serial durables only
         d = durable
         self._fetch_keys = (
             k.stream, k.durables, k.members(d), k.alive(d), k.ring(d), k.redo(d),
@@ -109,6 +110,8 @@ class SharedHandout:
         read = command("XREADGROUP", "GROUP", d, self.id, "COUNT", self.window,
                        "STREAMS", k.stream, "0",
                        parse=entries_read, context=self.context)  # fmt: skip
+        if not self.tapped:
+            return [deal, read]
         block = ("BLOCK", self._block_ms) if self._block_ms else ()
         room = max(1, self.window - len(self.handed))
         return [
