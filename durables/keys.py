@@ -26,10 +26,9 @@ in one slot and every Lua script runs unchanged on Redis Cluster:
     <ns>:{<ch>}:redo:<durable>        list: ids handed back, waiting to be dealt again, first first
     <ns>:{<ch>}:delayed:<durable>     zset: ids rolled back with a delay -> when they are due
     <ns>:{<ch>}:bell:<durable>        stream (MAXLEN 1): rung when events are dealt to others
-    <ns>:{<ch>}:tap:<durable>:<id>[:1]  stream (empty) with the durable's group: while it exists,
-                                      a shared/serial consumer may read new events straight
-                                      from the channel (all its room, or ':1' one event);
-                                      deleting it ends the read (a blocked one wakes)
+    <ns>:{<ch>}:tap:<durable>:<id>    stream (empty) with the durable's group: while it exists,
+                                      a serial consumer may read new events straight from the
+                                      channel; deleting it ends the read (a blocked one wakes)
     <ns>:{<ch>}:taps:<durable>        hash: tap key -> "<consumer id> <expiry ms>" of live taps
     <ns>:{<ch>}:dead:<durable>        stream: dead letters (events past max_deliveries)
     <ns>:{<ch>}:nacks                 stream: ack-required events a session did not acknowledge
@@ -179,8 +178,8 @@ class ChannelKeys:
     def delayed(self, durable: str) -> str:
         return f"{self.prefix}:delayed:{durable}"
 
-    def tap(self, durable: str, consumer: str, *, single: bool = False) -> str:
-        return f"{self.prefix}:tap:{durable}:{consumer}{':1' if single else ''}"
+    def tap(self, durable: str, consumer: str) -> str:
+        return f"{self.prefix}:tap:{durable}:{consumer}"
 
     def taps(self, durable: str) -> str:
         return f"{self.prefix}:taps:{durable}"

@@ -245,13 +245,12 @@ def test_shared_fetch_carries_the_acks_and_hands_each_event_out_once() -> None:
 
 def test_serial_fetch_reads_new_events_through_its_taps_then_closes_them() -> None:
     h = SharedHandout(K, "d", "serial", "w#1", window=3, lease_ms=1000)
-    _deal, _read, full, single, close, forget = h.fetch(0.5)
-    tap, tap1 = K.tap("d", "w#1"), K.tap("d", "w#1", single=True)
-    assert full.args == ("XREADGROUP", "GROUP", "d", "w#1", "COUNT", 3, "BLOCK", 500,
+    _deal, _read, tapped, close, forget = h.fetch(0.5)
+    tap = K.tap("d", "w#1")
+    assert tapped.args == ("XREADGROUP", "GROUP", "d", "w#1", "COUNT", 3, "BLOCK", 500,
                          "STREAMS", K.stream, tap, ">", ">")  # fmt: skip
-    assert single.args[5] == 1 and single.args[-3:] == (tap1, ">", ">")
-    assert full.parse(ResponseError(f"NOGROUP No such key '{tap}'")) == []  # not opened
-    assert close.args == ("DEL", tap, tap1) and forget.args == ("HDEL", K.taps("d"), tap, tap1)
+    assert tapped.parse(ResponseError(f"NOGROUP No such key '{tap}'")) == []  # not opened
+    assert close.args == ("DEL", tap) and forget.args == ("HDEL", K.taps("d"), tap)
 
 
 def test_shared_acks_an_entry_trimmed_while_pending() -> None:

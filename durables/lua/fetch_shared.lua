@@ -18,22 +18,19 @@
 -- KEYS[9]  the durable's bell stream
 -- KEYS[10] the durable's dead-letter stream
 -- KEYS[11] the durable's taps hash (tap key -> "<consumer id> <expiry ms>")
--- KEYS[12] the caller's tap for all its room (opened for serial durables only: on shared
---          ones with several consumer threads, the extra reads cost the client more than
---          the server saved)
--- KEYS[13] the caller's tap for one event
+-- KEYS[12] the caller's tap (opened for serial durables only: on shared ones with several
+--          consumer threads the extra reads cost the client more than the server saved)
 -- ARGV[1]  durable name (the group)
 -- ARGV[2]  the calling consumer's id
 -- ARGV[3]  lease length in milliseconds
 -- ARGV[4]  how many events the caller holds, handed out and not acknowledged
--- ARGV[5]  how many events the caller's last read through its tap for all its room took
+-- ARGV[5]  how many events the caller's last read through its tap took
 -- ARGV[6]  how long the caller's read through a tap may block, in milliseconds
 -- ARGV[7..] ids the caller acknowledges
 -- Returns  {newest stream id, newest bell id ('0-0' for none), {id, count, ...} of the
 --          caller's pending events delivered before, how many were dead-lettered now,
 --          store filter version (0: none), consumer that set it ('' for none),
---          1 if the tap for all its room is open (else 0), 1 if the tap for one is (the
---          dispatcher opens none for now: one event per read cost a fetch per event)}.
+--          1 if the caller's tap is open, else 0}.
 -- Errors   DETACHED (the caller's lease lapsed and it was reaped), NODURABLE; NOGROUP
 --          (Redis's own) if the spec is there but the group is gone.
 --@include clock
@@ -71,7 +68,7 @@ reap(d, now)  -- lapsed consumers' events and due rollbacks go back first in lin
 local order, room, total, busy, filters, held = rooms(d)
 local taps = live_taps(d, now)
 taps[me] = nil  -- the caller's own: decided again below
-if took > 0 then  -- its tap for all its room dealt to it: the ring turns past it
+if took > 0 then  -- its tap dealt to it: the ring turns past it
   order = turn_past(d, order, me)
 end
 local serial = spec['kind'] == 'serial'
@@ -88,14 +85,9 @@ for _, consumer in ipairs(order) do
   plain = plain and filters[consumer] == nil
 end
 local full, buried = false, 0
-if plain and serial and not busy then  -- (shared durables: taps not opened, see below)
+if plain and serial and not busy then  -- (shared durables: see KEYS[12])
   full = true
 else
-  if not serial and mine > 0 then  -- others may not take all the new events any more
-    for consumer, _ in pairs(taps) do
-      close_taps(d, taps, consumer, true)
-    end
-  end
   if total > 0 and #order > 0 then  -- room to deal into
     if not deal_direct(d, me, spec, store, order, room, filters, serial, taps) then
       local picks
@@ -108,8 +100,7 @@ else
 end
 local expiry = now + block_ms + 1000
 set_tap(d, KEYS[12], me, full, expiry)
-set_tap(d, KEYS[13], me, false, expiry)
 
 local redelivered = redelivered_of(d.stream, d.group, d.counts, me)
 return {newest_id(d.stream), newest_id(d.bell), redelivered, buried, store['version'], store['by'],
-  full and 1 or 0, 0}
+  full and 1 or 0}

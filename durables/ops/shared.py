@@ -66,7 +66,7 @@ class SharedHandout:
         self._fetch_keys = (
             k.stream, k.durables, k.members(d), k.alive(d), k.ring(d), k.redo(d),
             k.delayed(d), k.redeliveries(d), k.bell(d), k.dead(d), k.taps(d),
-            k.tap(d, consumer_id), k.tap(d, consumer_id, single=True),
+            k.tap(d, consumer_id),
         )  # fmt: skip
         self.handed: set[str] = set()  # handed to the application, not yet acked
         self.to_ack: list[str] = []  # deferred acks, sent with the next fetch
@@ -102,7 +102,7 @@ class SharedHandout:
         last, the taps are closed."""
         self._in_flight, self.to_ack = self.to_ack, []
         self._block_ms = max(1, int(seconds * 1000)) if seconds > 0 else 0
-        k, d, taps = self.k, self.durable, self._fetch_keys[-3:]
+        k, d, (taps, tap) = self.k, self.durable, self._fetch_keys[-2:]
         deal: Op[Any] = script("fetch_shared", self._fetch_keys,
                                [d, self.id, self.lease_ms, len(self.handed), self._took,
                                 self._block_ms, *self._in_flight],
@@ -117,12 +117,11 @@ class SharedHandout:
         return [
             deal,
             read,
-            *(command("XREADGROUP", "GROUP", d, self.id, "COUNT", count, *block,
-                      "STREAMS", k.stream, tap, ">", ">",
-                      parse=_tapped, context=self.context, tolerate=TAP_CLOSED)
-              for count, tap in ((room, taps[1]), (1, taps[2]))),
-            command("DEL", *taps[1:], context=self.context),
-            command("HDEL", taps[0], *taps[1:], context=self.context),
+            command("XREADGROUP", "GROUP", d, self.id, "COUNT", room, *block,
+                    "STREAMS", k.stream, tap, ">", ">",
+                    parse=_tapped, context=self.context, tolerate=TAP_CLOSED),
+            command("DEL", tap, context=self.context),
+            command("HDEL", taps, tap, context=self.context),
         ]  # fmt: skip
 
     def fetch_failed(self) -> None:
@@ -134,8 +133,8 @@ class SharedHandout:
         self._in_flight = []
         reply, pending, *tapped = replies  # the tapped reads, if the fetch sent them
         newest, rung, flat, _buried, version, by, *taps = reply
-        new = [entry for entries in tapped[:2] for entry in entries]
-        self._took = len(tapped[0]) if tapped else 0  # through the tap for all its room
+        new = tapped[0] if tapped else []
+        self._took = len(new)
         waited = any(taps) and self._block_ms > 0
         notice = None
         if self.selector is not None and version > self.store_version and text(by) != self.id:

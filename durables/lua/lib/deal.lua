@@ -136,7 +136,7 @@ local function deal(d, me, order, room, filters, picks, serial, taps)
   push_front(d.redo, left)
   local others = false
   for consumer, ids in pairs(dealt) do
-    close_taps(d, taps, consumer, false)
+    close_taps(d, taps, consumer)
     claim(d.stream, d.group, consumer, ids)
     others = others or consumer ~= me
   end
@@ -176,7 +176,7 @@ local function deal_direct(d, me, spec, store, order, room, filters, serial, tap
   local got = redis.call('XREADGROUP', 'GROUP', d.group, consumer, 'COUNT', room[consumer],
     'STREAMS', d.stream, '>')
   if got and #got[1][2] > 0 then
-    close_taps(d, taps, consumer, false)
+    close_taps(d, taps, consumer)
     turn_ring(d, order, only % #order + 1)
     if consumer ~= me then
       ring_bell(d.bell)

@@ -18,9 +18,7 @@
 -- that the member names beside the channel (`STREAMS <channel> <tap> > >`), so the read
 -- happens only while the tap exists: the dispatcher opens it when that read is exactly
 -- what the dealing would do (no filter, nothing handed back or delayed, and the member is
--- the only one with room, or serial and idle: all its room; ':1', for one event, is kept
--- for a consumer among several with room, and not opened for now), and deletes it (a
--- blocked read wakes)
+-- serial and idle: all its room), and deletes it (a blocked read wakes)
 -- before it deals anything else to the member. The member deletes its taps after its read.
 
 -- A filter tree as decoded from JSON: nil when there is none (absent or JSON null).
@@ -120,19 +118,14 @@ local function live_taps(d, now)
   return taps
 end
 
--- Close a consumer's taps (all, or only those for all its room when `full_only`): its
--- blocked read, if any, wakes with an error and it fetches again.
-local function close_taps(d, taps, consumer, full_only)
-  local kept = {}
+-- Close a consumer's taps: its blocked read, if any, wakes with an error and it fetches
+-- again.
+local function close_taps(d, taps, consumer)
   for _, key in ipairs(taps[consumer] or {}) do
-    if full_only and string.sub(key, -2) == ':1' then
-      kept[#kept + 1] = key
-    else
-      redis.call('DEL', key)
-      redis.call('HDEL', d.taps, key)
-    end
+    redis.call('DEL', key)
+    redis.call('HDEL', d.taps, key)
   end
-  taps[consumer] = #kept > 0 and kept or nil
+  taps[consumer] = nil
 end
 
 -- Open (`on`) or close the tap `key` of `consumer`, until `expiry` (server ms).
