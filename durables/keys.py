@@ -26,6 +26,10 @@ in one slot and every Lua script runs unchanged on Redis Cluster:
     <ns>:{<ch>}:redo:<durable>        list: ids handed back, waiting to be dealt again, first first
     <ns>:{<ch>}:delayed:<durable>     zset: ids rolled back with a delay -> when they are due
     <ns>:{<ch>}:bell:<durable>        stream (MAXLEN 1): rung when events are dealt to others
+    <ns>:{<ch>}:tap:<durable>:<id>    stream (empty) with the durable's group: while it exists,
+                                      a serial consumer may read new events straight from the
+                                      channel; deleting it ends the read (a blocked one wakes)
+    <ns>:{<ch>}:taps:<durable>        hash: tap key -> "<consumer id> <expiry ms>" of live taps
     <ns>:{<ch>}:dead:<durable>        stream: dead letters (events past max_deliveries)
     <ns>:{<ch>}:nacks                 stream: ack-required events a session did not acknowledge
     <ns>:{<ch>}:strips                zset: session id -> publish count at which to check its queue
@@ -174,6 +178,12 @@ class ChannelKeys:
     def delayed(self, durable: str) -> str:
         return f"{self.prefix}:delayed:{durable}"
 
+    def tap(self, durable: str, consumer: str) -> str:
+        return f"{self.prefix}:tap:{durable}:{consumer}"
+
+    def taps(self, durable: str) -> str:
+        return f"{self.prefix}:taps:{durable}"
+
     def bell(self, durable: str) -> str:
         return f"{self.prefix}:bell:{durable}"
 
@@ -207,6 +217,7 @@ class ChannelKeys:
             self.ring(durable),
             self.redo(durable),
             self.delayed(durable),
+            self.taps(durable),  # scripts delete the taps it names first
             self.bell(durable),
             self.dead(durable),
         ]

@@ -285,8 +285,9 @@ class SharedLoop(ReaderLoop):
     def read_until(self, deadline: float) -> Flow[list[Event]]:
         clock = self.ctx.clock
         while True:
+            block = min(deadline - clock(), self.ctx.settings.block_s)
             with self.lock:
-                ops = self.state.fetch()
+                ops = self.state.fetch(block)
             try:
                 replies = yield from send(ops, retry=False)
             except BaseException:
@@ -300,6 +301,8 @@ class SharedLoop(ReaderLoop):
             remaining = deadline - clock()
             if dealt.events or remaining <= 0:
                 return dealt.events
+            if dealt.waited:  # it blocked for new events through a tap already
+                continue
             wait = self.state.wait(
                 dealt.newest, dealt.rung, min(remaining, self.ctx.settings.block_s)
             )

@@ -235,11 +235,22 @@ def test_shared_fetch_carries_the_acks_and_hands_each_event_out_once() -> None:
     again = h.on_fetch([dealt_reply(), [entry("1-0", d="a"), entry("2-0", d="b")]])
     assert again.events == []  # still pending, already handed out
     h.commit(first.events)
-    deal, read = h.fetch()
-    assert deal.script == "fetch_shared" and deal.args == ("d", "w#1", 1000, "1-0", "2-0")
+    deal, read = h.fetch(0.5)
+    assert deal.script == "fetch_shared"
+    assert deal.args == ("d", "w#1", 1000, 0, 0, 500, "1-0", "2-0")  # holds 0, took 0, block
     assert read.args == ("XREADGROUP", "GROUP", "d", "w#1", "COUNT", 3, "STREAMS", K.stream, "0")
     h.fetch_failed()
-    assert h.fetch()[0].args[3:] == ("1-0", "2-0")
+    assert h.fetch()[0].args[6:] == ("1-0", "2-0")
+
+
+def test_serial_fetch_reads_new_events_through_its_taps_then_closes_them() -> None:
+    h = SharedHandout(K, "d", "serial", "w#1", window=3, lease_ms=1000)
+    _deal, _read, tapped, close, forget = h.fetch(0.5)
+    tap = K.tap("d", "w#1")
+    assert tapped.args == ("XREADGROUP", "GROUP", "d", "w#1", "COUNT", 3, "BLOCK", 500,
+                         "STREAMS", K.stream, tap, ">", ">")  # fmt: skip
+    assert tapped.parse(ResponseError(f"NOGROUP No such key '{tap}'")) == []  # not opened
+    assert close.args == ("DEL", tap) and forget.args == ("HDEL", K.taps("d"), tap)
 
 
 def test_shared_acks_an_entry_trimmed_while_pending() -> None:

@@ -6,6 +6,8 @@
 --          field '_store' -> {"ast": store filter, "by": consumer id, "version": n})
 -- KEYS[3]  the durable's alive zset (consumer id -> lease expiry, server ms)
 -- KEYS[4]  the durable's ring list
+-- KEYS[5]  the durable's taps hash: open taps close (a member that read new events alone
+--          must share them in turn from now on)
 -- ARGV[1]  durable name
 -- ARGV[2]  consumer id
 -- ARGV[3]  window: most unacknowledged events this consumer may hold
@@ -25,6 +27,7 @@ if ARGV[5] ~= '' then
   tree = cjson.decode(ARGV[5])
 end
 add_member(d, ARGV[2], tonumber(ARGV[3]), tree, ARGV[4])
+wake_taps(KEYS[5])
 local version = store_filter(d)['version']
 if ARGV[5] ~= '' then
   version = version + 1

@@ -2,8 +2,10 @@
 -- renew the caller's lease, acknowledge what it finished, reap consumers whose lease lapsed,
 -- then deal waiting events round robin to the attached consumers that have window room
 -- (lib/deal.lua). Serial durables deal nothing while anything dealt is unacknowledged, and
--- then deal to one consumer only. The caller reads its own pending events right after, in
--- the same pipeline (XREADGROUP ... 0), so payloads never pass through Lua.
+-- then deal to one consumer only (the caller first). The caller reads its own pending
+-- events right after, in the same pipeline (XREADGROUP ... 0), so payloads never pass
+-- through Lua; then new events straight from the channel through its taps, if this script
+-- opened one (lib/members.lua): the steady path, with no pool, no XCLAIM and no bell.
 -- KEYS[1]  the channel's stream
 -- KEYS[2]  the channel's durables hash (name -> spec JSON with 'kind', 'ast', 'max_deliveries')
 -- KEYS[3]  the durable's members hash (consumer id -> {"w": window, "ast": own filter};
@@ -15,13 +17,20 @@
 -- KEYS[8]  the durable's redelivery counts
 -- KEYS[9]  the durable's bell stream
 -- KEYS[10] the durable's dead-letter stream
+-- KEYS[11] the durable's taps hash (tap key -> "<consumer id> <expiry ms>")
+-- KEYS[12] the caller's tap (opened for serial durables only: on shared ones with several
+--          consumer threads the extra reads cost the client more than the server saved)
 -- ARGV[1]  durable name (the group)
 -- ARGV[2]  the calling consumer's id
 -- ARGV[3]  lease length in milliseconds
--- ARGV[4..] ids the caller acknowledges
+-- ARGV[4]  how many events the caller holds, handed out and not acknowledged
+-- ARGV[5]  how many events the caller's last read through its tap took
+-- ARGV[6]  how long the caller's read through a tap may block, in milliseconds
+-- ARGV[7..] ids the caller acknowledges
 -- Returns  {newest stream id, newest bell id ('0-0' for none), {id, count, ...} of the
 --          caller's pending events delivered before, how many were dead-lettered now,
---          store filter version (0: none), consumer that set it ('' for none)}.
+--          store filter version (0: none), consumer that set it ('' for none),
+--          1 if the caller's tap is open, else 0}.
 -- Errors   DETACHED (the caller's lease lapsed and it was reaped), NODURABLE; NOGROUP
 --          (Redis's own) if the spec is there but the group is gone.
 --@include clock
@@ -34,17 +43,19 @@
 --@include deal
 local d = {
   stream = KEYS[1], members = KEYS[3], alive = KEYS[4], ring = KEYS[5], redo = KEYS[6],
-  delayed = KEYS[7], counts = KEYS[8], bell = KEYS[9], dead = KEYS[10], group = ARGV[1],
+  delayed = KEYS[7], counts = KEYS[8], bell = KEYS[9], dead = KEYS[10], taps = KEYS[11],
+  group = ARGV[1],
 }
 local me = ARGV[2]
+local handed, took, block_ms = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
 local now = now_ms()
 
 if not renew_member(d, me, ARGV[3], now) then
   return redis.error_reply('DETACHED this consumer lost its lease and was detached')
 end
-if #ARGV >= 4 then  -- the caller's acknowledgements
-  redis.call('XACK', d.stream, d.group, unpack(ARGV, 4))
-  redis.call('HDEL', d.counts, unpack(ARGV, 4))
+if #ARGV >= 7 then  -- the caller's acknowledgements
+  redis.call('XACK', d.stream, d.group, unpack(ARGV, 7))
+  redis.call('HDEL', d.counts, unpack(ARGV, 7))
 end
 local raw_spec = redis.call('HGET', KEYS[2], d.group)
 if not raw_spec then
@@ -54,21 +65,42 @@ local spec = cjson.decode(raw_spec)
 local store = store_filter(d)
 
 reap(d, now)  -- lapsed consumers' events and due rollbacks go back first in line
-local order, room, total, busy, filters = rooms(d)
+local order, room, total, busy, filters, held = rooms(d)
+local taps = live_taps(d, now)
+taps[me] = nil  -- the caller's own: decided again below
+if took > 0 then  -- its tap dealt to it: the ring turns past it
+  order = turn_past(d, order, me)
+end
 local serial = spec['kind'] == 'serial'
 if serial then
+  busy = busy or next(taps) ~= nil  -- another member reads new events through its tap
   total = serial_room(order, room, busy)
 end
-local buried = 0
-if total > 0 and #order > 0 then  -- room to deal into
-  if not deal_direct(d, me, spec, store, order, room, filters, serial) then
-    local picks
-    picks, buried = pick(d, spec, store, total)
-    if #picks > 0 and deal(d, me, order, room, filters, picks, serial) then
-      ring_bell(d.bell)  -- others got events: wake them
+local mine = room[me] or 0
+-- The caller may read new events itself when that is exactly what dealing would do.
+local plain = mine > 0 and (held[me] or 0) == handed and filter_tree(spec['ast']) == nil
+  and filter_tree(store['ast']) == nil and redis.call('LLEN', d.redo) == 0
+  and redis.call('ZCARD', d.delayed) == 0
+for _, consumer in ipairs(order) do
+  plain = plain and filters[consumer] == nil
+end
+local full, buried = false, 0
+if plain and serial and not busy then  -- (shared durables: see KEYS[12])
+  full = true
+else
+  if total > 0 and #order > 0 then  -- room to deal into
+    if not deal_direct(d, me, spec, store, order, room, filters, serial, taps) then
+      local picks
+      picks, buried = pick(d, spec, store, total)
+      if #picks > 0 and deal(d, me, order, room, filters, picks, serial, taps) then
+        ring_bell(d.bell)  -- others got events: wake them
+      end
     end
   end
 end
+local expiry = now + block_ms + 1000
+set_tap(d, KEYS[12], me, full, expiry)
 
 local redelivered = redelivered_of(d.stream, d.group, d.counts, me)
-return {newest_id(d.stream), newest_id(d.bell), redelivered, buried, store['version'], store['by']}
+return {newest_id(d.stream), newest_id(d.bell), redelivered, buried, store['version'], store['by'],
+  full and 1 or 0}

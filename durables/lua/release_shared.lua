@@ -7,6 +7,7 @@
 -- KEYS[5]  the durable's redo list
 -- KEYS[6]  the durable's redelivery counts
 -- KEYS[7]  the durable's bell stream
+-- KEYS[8]  the durable's taps hash (reads through a tap wake, to be dealt these first)
 -- ARGV[1]  durable name (the group)
 -- ARGV[2]  consumer id
 -- ARGV[3..] ids handed to the application and not acknowledged
@@ -35,5 +36,6 @@ push_front(d.redo, sort_ids(back))
 remove_member(d, me)
 if #back > 0 then
   ring_bell(d.bell)
+  wake_taps(KEYS[8])
 end
 return #back

@@ -5,6 +5,7 @@
 -- KEYS[3]  the durable's delayed zset
 -- KEYS[4]  the durable's redelivery counts
 -- KEYS[5]  the durable's bell stream
+-- KEYS[6]  the durable's taps hash (reads through a tap wake, to be dealt these first)
 -- ARGV[1]  durable name (the group)
 -- ARGV[2]  consumer id handing them back
 -- ARGV[3]  delay in milliseconds (0: at once)
@@ -38,6 +39,7 @@ if delay > 0 then
   end
 else
   push_front(KEYS[2], moved)
+  wake_taps(KEYS[6])
 end
 ring_bell(KEYS[5])
 return #moved

@@ -1,10 +1,13 @@
 """The shared / serial consumer's state machine, without I/O.
 
 Each fetch is one round trip: the dispatcher script (`fetch_shared.lua`, which also
-carries the acks of the previous batch) and a read of the caller's own pending
-events (`XREADGROUP ... 0`), so payloads never pass through Lua. Events already
-handed out and not yet acknowledged are remembered here, so re-reading the pending
-list hands each event out once.
+carries the acks of the previous batch), a read of the caller's own pending events
+(`XREADGROUP ... 0`), so payloads never pass through Lua, then reads of new events
+straight from the channel through the caller's taps (lib/members.lua), which happen
+only if the script opened one, and block while nothing comes: a waiting consumer gets
+a new event in the reply to the read it is blocked in. Events already handed out and
+not yet acknowledged are remembered here, so re-reading the pending list hands each
+event out once.
 """
 
 from __future__ import annotations
@@ -21,6 +24,9 @@ from ..replies import entries_read, text
 from ..selector import Selector
 from .base import Op, as_bool, as_int, command, script
 
+TAP_CLOSED = frozenset({"NOGROUP", "UNBLOCKED"})
+"""A read through a tap the script did not open (or closed while it blocked) fails so."""
+
 RECENT_ACKS = 10_000
 """How many acknowledged ids a consumer remembers to discard exact duplicates (bounded)."""
 
@@ -33,6 +39,8 @@ class Dealt:
     rung: str
     events: list[Event]
     notice: str | None = None
+    waited: bool = False
+    """The fetch already blocked for new events (through a tap): fetch again, no wait."""
 
 
 class SharedHandout:
@@ -53,10 +61,12 @@ class SharedHandout:
         self.k, self.durable, self.id = k, durable, consumer_id
         self.window, self.lease_ms, self.selector = window, lease_ms, selector
         self.context = f"{kind} durable {durable!r} on {k.channel!r}"
+        self.tapped = kind == "serial"  # the dispatcher opens taps for serial durables only
         d = durable
         self._fetch_keys = (
             k.stream, k.durables, k.members(d), k.alive(d), k.ring(d), k.redo(d),
-            k.delayed(d), k.redeliveries(d), k.bell(d), k.dead(d),
+            k.delayed(d), k.redeliveries(d), k.bell(d), k.dead(d), k.taps(d),
+            k.tap(d, consumer_id),
         )  # fmt: skip
         self.handed: set[str] = set()  # handed to the application, not yet acked
         self.to_ack: list[str] = []  # deferred acks, sent with the next fetch
@@ -67,12 +77,15 @@ class SharedHandout:
         (an acknowledgement lost in a failover, redis/redis#5433)."""
         self.store_version = 0
         self._in_flight: list[str] = []
+        self._took = 0  # events the last read through a tap took
+        self._block_ms = 0
 
     def attach(self) -> Op[int]:
         """Join the ring with this window (and filter); the store filter's version comes back."""
         k, d = self.k, self.durable
         tree = json.dumps(self.selector.to_json()) if self.selector else ""
-        return script("attach_shared", [k.durables, k.members(d), k.alive(d), k.ring(d)],
+        return script("attach_shared", [k.durables, k.members(d), k.alive(d), k.ring(d),
+                                        k.taps(d)],
                       [d, self.id, self.window, self.lease_ms, tree],
                       parse=as_int, context=self.context)  # fmt: skip
 
@@ -83,16 +96,33 @@ class SharedHandout:
         return script("renew_member", [self.k.members(self.durable), self.k.alive(self.durable)],
                       [self.id, self.lease_ms], parse=as_bool, context=self.context)  # fmt: skip
 
-    def fetch(self) -> list[Op[Any]]:
-        """The dispatcher (with the deferred acks), then this consumer's pending events."""
+    def fetch(self, seconds: float = 0.0) -> list[Op[Any]]:
+        """The dispatcher (with the deferred acks), this consumer's pending events, then new
+        events through its taps, blocking up to `seconds` if nothing comes (0: not at all);
+        last, the taps are closed."""
         self._in_flight, self.to_ack = self.to_ack, []
+        self._block_ms = max(1, int(seconds * 1000)) if seconds > 0 else 0
+        k, d, (taps, tap) = self.k, self.durable, self._fetch_keys[-2:]
         deal: Op[Any] = script("fetch_shared", self._fetch_keys,
-                               [self.durable, self.id, self.lease_ms, *self._in_flight],
+                               [d, self.id, self.lease_ms, len(self.handed), self._took,
+                                self._block_ms, *self._in_flight],
                                context=self.context)  # fmt: skip
-        read = command("XREADGROUP", "GROUP", self.durable, self.id, "COUNT", self.window,
-                       "STREAMS", self.k.stream, "0",
+        read = command("XREADGROUP", "GROUP", d, self.id, "COUNT", self.window,
+                       "STREAMS", k.stream, "0",
                        parse=entries_read, context=self.context)  # fmt: skip
-        return [deal, read]
+        if not self.tapped:
+            return [deal, read]
+        block = ("BLOCK", self._block_ms) if self._block_ms else ()
+        room = max(1, self.window - len(self.handed))
+        return [
+            deal,
+            read,
+            command("XREADGROUP", "GROUP", d, self.id, "COUNT", room, *block,
+                    "STREAMS", k.stream, tap, ">", ">",
+                    parse=_tapped, context=self.context, tolerate=TAP_CLOSED),
+            command("DEL", tap, context=self.context),
+            command("HDEL", taps, tap, context=self.context),
+        ]  # fmt: skip
 
     def fetch_failed(self) -> None:
         """Not sent (or the reply lost): the acks go with the next fetch."""
@@ -101,7 +131,11 @@ class SharedHandout:
 
     def on_fetch(self, replies: Sequence[Any]) -> Dealt:
         self._in_flight = []
-        (newest, rung, flat, _buried, version, by), entries = replies
+        reply, pending, *tapped = replies  # the tapped reads, if the fetch sent them
+        newest, rung, flat, _buried, version, by, *taps = reply
+        new = tapped[0] if tapped else []
+        self._took = len(new)
+        waited = any(taps) and self._block_ms > 0
         notice = None
         if self.selector is not None and version > self.store_version and text(by) != self.id:
             self.store_version = version
@@ -111,7 +145,8 @@ class SharedHandout:
                 f"events by its own filter ({self.selector.expression})"
             )
         counts = {flat[i].decode(): int(flat[i + 1]) for i in range(0, len(flat), 2)}
-        return Dealt(text(newest), text(rung), self._events(entries, counts), notice)
+        events = self._events([*pending, *new], counts)
+        return Dealt(text(newest), text(rung), events, notice, waited)
 
     def _events(self, entries: Sequence[Any], counts: dict[str, int]) -> list[Event]:
         channel, events = self.k.channel, []
@@ -166,7 +201,7 @@ class SharedHandout:
         self.handed.difference_update(ids)
         k, d = self.k, self.durable
         return script("rollback_shared", [k.stream, k.redo(d), k.delayed(d), k.redeliveries(d),
-                                          k.bell(d)],
+                                          k.bell(d), k.taps(d)],
                       [d, self.id, int(delay_s * 1000), *ids], context=self.context)  # fmt: skip
 
     def release(self, unhanded: Sequence[Event]) -> list[Op[Any]]:
@@ -176,6 +211,12 @@ class SharedHandout:
         self.handed.clear()
         k, d = self.k, self.durable
         ops.append(script("release_shared", [k.stream, k.members(d), k.alive(d), k.ring(d),
-                                             k.redo(d), k.redeliveries(d), k.bell(d)],
+                                             k.redo(d), k.redeliveries(d), k.bell(d),
+                                             k.taps(d)],
                           [d, self.id, *handed], context=self.context))  # fmt: skip
         return ops
+
+
+def _tapped(reply: Any) -> list[Any]:
+    """New events read through a tap; none if the tap was not open (an error reply)."""
+    return [] if isinstance(reply, Exception) else entries_read(reply)

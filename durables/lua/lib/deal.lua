@@ -6,7 +6,10 @@
 -- Functions take `d` as in members.lua (with d.redo, d.counts, d.dead as in reap.lua and
 -- dead_letters.lua), `me` (the fetching consumer), the durable's decoded `spec` ('ast',
 -- 'max_deliveries'), the `store` filter (store_filter(d)) and what rooms(d) returned:
--- `order` (the ring), `room` (consumer -> room left) and `filters` (consumer -> tree or nil).
+-- `order` (the ring), `room` (consumer -> room left) and `filters` (consumer -> tree or nil),
+-- and the live `taps` (live_taps(d, now)): a member that gets events here loses its taps.
+-- Serial durables deal to the fetching member first when it has room (it keeps the line
+-- while it asks; no hand-over), else to the next in the ring.
 local SCAN_LIMIT = 5000
 
 -- The fields of the events read in this run, by id: read at most once, and only when a
@@ -91,11 +94,25 @@ local function taker(stream, order, room, filters, at, id)
   return nil
 end
 
+-- The index of `me` in the ring if it has room (serial: it goes first), else 1.
+local function serial_start(order, room, me)
+  for i, consumer in ipairs(order) do
+    if consumer == me and room[me] > 0 then
+      return i
+    end
+  end
+  return 1
+end
+
 -- Deal picks round robin from the head of the ring; the ring turns past the last served.
--- Serial durables deal in order to one member and stop at the first event it cannot
--- take. Events nobody can take now go back first in line. True if others than `me` got any.
-local function deal(d, me, order, room, filters, picks, serial)
+-- Serial durables deal in order to one member (the caller first) and stop at the first
+-- event it cannot take. Events nobody can take now go back first in line. True if others
+-- than `me` got any.
+local function deal(d, me, order, room, filters, picks, serial, taps)
   local dealt, left, at, only = {}, {}, 1, nil
+  if serial then
+    at = serial_start(order, room, me)
+  end
   for _, id in ipairs(picks) do
     local i = nil
     if serial and only then
@@ -119,6 +136,7 @@ local function deal(d, me, order, room, filters, picks, serial)
   push_front(d.redo, left)
   local others = false
   for consumer, ids in pairs(dealt) do
+    close_taps(d, taps, consumer)
     claim(d.stream, d.group, consumer, ids)
     others = others or consumer ~= me
   end
@@ -130,7 +148,7 @@ end
 -- only to deal to (the others' windows are full, or the durable is serial). New events then
 -- go straight to it with one XREADGROUP, with no pool and no XCLAIM. True if that settled
 -- the dealing (nothing or all dealt), false if pick and deal must do it.
-local function deal_direct(d, me, spec, store, order, room, filters, serial)
+local function deal_direct(d, me, spec, store, order, room, filters, serial, taps)
   if spec['ast'] ~= nil and spec['ast'] ~= cjson.null then
     return false
   end
@@ -138,6 +156,9 @@ local function deal_direct(d, me, spec, store, order, room, filters, serial)
     return false
   end
   local only = nil
+  if serial and room[me] and room[me] > 0 then
+    only = serial_start(order, room, me)
+  end
   for i, consumer in ipairs(order) do
     if room[consumer] > 0 then
       if only ~= nil and not serial then
@@ -155,6 +176,7 @@ local function deal_direct(d, me, spec, store, order, room, filters, serial)
   local got = redis.call('XREADGROUP', 'GROUP', d.group, consumer, 'COUNT', room[consumer],
     'STREAMS', d.stream, '>')
   if got and #got[1][2] > 0 then
+    close_taps(d, taps, consumer)
     turn_ring(d, order, only % #order + 1)
     if consumer ~= me then
       ring_bell(d.bell)

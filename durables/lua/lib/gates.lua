@@ -14,11 +14,16 @@ local function drop_gates(gates, keep)
   end
 end
 
--- Before deleting a durable's keys: a gates set takes its gates with it.
+-- Before deleting a durable's keys: a gates set takes its gates with it, a taps hash
+-- (lib/members.lua) its taps.
 local function drop_gates_in(keys)
   for _, key in ipairs(keys) do
     if string.find(key, ':gates:', 1, true) then
       drop_gates(key, nil)
+    elseif string.find(key, ':taps:', 1, true) then
+      for _, tap in ipairs(redis.call('HKEYS', key)) do
+        redis.call('DEL', tap)
+      end
     end
   end
 end

@@ -10,6 +10,16 @@
 --   d.alive    zset: consumer id -> lease expiry (server ms)
 --   d.ring     list: consumer ids in round-robin order, next to deal first
 --   d.bell     stream (MAXLEN 1) the members block on, rung when events move to them
+--   d.taps     hash: tap key -> "<consumer id> <expiry ms>", the live taps (below)
+--
+-- A tap lets one member read new events straight from the channel, with its own
+-- XREADGROUP right after the dispatcher's script (blocking, when it has nothing else to
+-- wait for): no pool, no XCLAIM, no bell. It is an empty stream with the durable's group
+-- that the member names beside the channel (`STREAMS <channel> <tap> > >`), so the read
+-- happens only while the tap exists: the dispatcher opens it when that read is exactly
+-- what the dealing would do (no filter, nothing handed back or delayed, and the member is
+-- serial and idle: all its room), and deletes it (a blocked read wakes)
+-- before it deals anything else to the member. The member deletes its taps after its read.
 
 -- A filter tree as decoded from JSON: nil when there is none (absent or JSON null).
 local function filter_tree(tree)
@@ -88,7 +98,55 @@ local function rooms(d)
     room[consumer] = math.max(0, (windows[consumer] or 0) - (held[consumer] or 0))
     total = total + room[consumer]
   end
-  return order, room, total, busy, filters
+  return order, room, total, busy, filters, held
+end
+
+-- The live taps: consumer -> its tap keys (expired ones, whose reader is gone, deleted).
+local function live_taps(d, now)
+  local taps = {}
+  local flat = redis.call('HGETALL', d.taps)
+  for i = 1, #flat, 2 do
+    local consumer, expiry = string.match(flat[i + 1], '^(.*) (%d+)$')
+    if tonumber(expiry) < now then
+      redis.call('DEL', flat[i])
+      redis.call('HDEL', d.taps, flat[i])
+    else
+      taps[consumer] = taps[consumer] or {}
+      table.insert(taps[consumer], flat[i])
+    end
+  end
+  return taps
+end
+
+-- Close a consumer's taps: its blocked read, if any, wakes with an error and it fetches
+-- again.
+local function close_taps(d, taps, consumer)
+  for _, key in ipairs(taps[consumer] or {}) do
+    redis.call('DEL', key)
+    redis.call('HDEL', d.taps, key)
+  end
+  taps[consumer] = nil
+end
+
+-- Open (`on`) or close the tap `key` of `consumer`, until `expiry` (server ms).
+local function set_tap(d, key, consumer, on, expiry)
+  if on then
+    if redis.call('EXISTS', key) == 0 then
+      redis.call('XGROUP', 'CREATE', key, d.group, '$', 'MKSTREAM')
+    end
+    redis.call('HSET', d.taps, key, consumer .. ' ' .. expiry)
+  else
+    redis.call('HDEL', d.taps, key)
+    redis.call('DEL', key)
+  end
+end
+
+-- Wake every member reading through a tap (events were handed back, to be dealt again).
+local function wake_taps(taps_key)
+  for _, key in ipairs(redis.call('HKEYS', taps_key)) do
+    redis.call('DEL', key)
+  end
+  redis.call('DEL', taps_key)
 end
 
 -- Turn the ring so that order[at] comes first (order: the ring as read; at 1 changes nothing).
@@ -98,6 +156,17 @@ local function turn_ring(d, order, at)
     redis.call('RPUSH', d.ring, unpack(order, at))
     redis.call('RPUSH', d.ring, unpack(order, 1, at - 1))
   end
+end
+
+-- Turn the ring past `me`, as if it was dealt to last; returns the ring in its new order.
+local function turn_past(d, order, me)
+  for i, consumer in ipairs(order) do
+    if consumer == me and #order > 1 then
+      turn_ring(d, order, i % #order + 1)
+      return redis.call('LRANGE', d.ring, 0, -1)
+    end
+  end
+  return order
 end
 
 -- Wake the members blocked on the bell (they re-fetch).
