@@ -71,9 +71,11 @@ def _run(server: RedisCluster, plan: routing.Plan[T]) -> T:
 def _step(server: RedisCluster, step: routing.Step) -> Any:
     if isinstance(step, routing.OnNode):
         return _node_pipeline(server, step.node, step.commands)
-    if step.anywhere:
-        return server.execute_command(*step.args, target_nodes=RedisCluster.RANDOM)  # type: ignore[no-untyped-call]
-    return server.execute_command(*step.args)  # type: ignore[no-untyped-call]
+    target = {"target_nodes": RedisCluster.RANDOM} if step.anywhere else {}
+    try:
+        return server.execute_command(*step.args, **target)  # type: ignore[no-untyped-call]
+    except RedisClusterException as exc:  # its own re-read of the slot map found no node
+        raise routing.unmapped(exc) from exc
 
 
 def _node_pipeline(

@@ -26,14 +26,31 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeAlias, TypeVar
 
 from redis.crc import key_slot
-from redis.exceptions import AskError, ClusterDownError, ResponseError, TryAgainError
+from redis.exceptions import (
+    AskError,
+    ClusterDownError,
+    ClusterError,
+    RedisClusterException,
+    ResponseError,
+    TryAgainError,
+)
+from redis.exceptions import ConnectionError as RedisConnectionError
 
 T = TypeVar("T")
 N = TypeVar("N", bound=Hashable)
 
-OUTAGE = (ClusterDownError, TryAgainError)
+OUTAGE = (ClusterDownError, TryAgainError, ClusterError)
 """Replies that mean "the cluster cannot serve this slot now": waited out like a lost
-connection (CLUSTERDOWN while a failed primary is not yet replaced)."""
+connection (CLUSTERDOWN while a failed primary is not yet replaced; redis-py's "TTL
+exhausted" after it was sent from node to node while slots moved)."""
+
+
+def unmapped(exc: RedisClusterException) -> RedisConnectionError:
+    """redis-py's cluster client found no node to read its slot map from (the whole cluster
+    away): a lost connection, waited out like any other."""
+    return RedisConnectionError(f"no node of the cluster gave its slot map: {exc}")
+
+
 READ_SLICE_MS = 100
 """A blocking read over several slots blocks on each in turn; one round over all of them
 takes about this long, which bounds the extra latency of an event on another slot."""
@@ -282,6 +299,7 @@ def state_ok(info: Any) -> bool:
 __all__ = [
     "KEYLESS_ANYWHERE",
     "OUTAGE",
+    "unmapped",
     "READ_SLICE_MS",
     "SAME_CONNECTION",
     "OnNode",

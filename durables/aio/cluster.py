@@ -67,7 +67,7 @@ async def _step(server: RedisCluster, step: routing.Step) -> Any:
     try:
         return await server.execute_command(*step.args, **target)
     except RedisClusterException as exc:
-        raise _unmapped(exc) from exc
+        raise routing.unmapped(exc) from exc
 
 
 async def _on_node(
@@ -101,11 +101,7 @@ async def _mapped(server: RedisCluster) -> None:
     try:
         await server.initialize()
     except RedisClusterException as exc:
-        raise _unmapped(exc) from exc
-
-
-def _unmapped(exc: RedisClusterException) -> RedisConnectionError:
-    return RedisConnectionError(f"no node of the cluster gave its slot map: {exc}")
+        raise routing.unmapped(exc) from exc
 
 
 # -- scripts, probing, connections ----------------------------------------------------------
