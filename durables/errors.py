@@ -85,6 +85,10 @@ class SessionExpiredError(DurablesError):
     """The session's timeout passed; its queue and interests are gone."""
 
 
+class ClientClosedError(DurablesError):
+    """The client was closed (`close()`, or the end of its `with` block): `connect()` again."""
+
+
 class ConsumerClosedError(DurablesError):
     """The consumer or subscription is closed (or lost its lease) and cannot be used."""
 

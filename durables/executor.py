@@ -98,6 +98,7 @@ class Executor:
         With `retry`, a lost connection is waited out (see `recover`) and the operation
         sent again; without, `ConnectionLostError` is raised at once.
         """
+        self.link.check_open()
         while True:
             try:
                 return self._run_once(op)
@@ -114,6 +115,7 @@ class Executor:
         raised. A script the server did not know is loaded and only that call is sent
         again, so nothing else in the pipeline runs twice. `retry` as for `run`.
         """
+        self.link.check_open()
         while True:
             try:
                 return self._run_all_once(ops)
@@ -234,6 +236,7 @@ class Executor:
         self.link.lost()
         pauses = self.link.pauses(until)
         while not self.link.connected:
+            self.link.check_open()  # closing ends a wait for the server
             if self._answers():
                 self._reconnected()
                 return True

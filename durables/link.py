@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any, Literal
 
-from .errors import ConnectionLostError
+from .errors import ClientClosedError, ConnectionLostError
 
 log = logging.getLogger("durables.executor")
 State = Literal["connected", "reconnecting", "closed"]
@@ -38,6 +38,8 @@ class Link:
         self._state: State = "connected"
         self._since = 0.0
         self._listeners: list[StateListener] = []
+        self.shut = False
+        """Closed by its owner: nothing is sent any more."""
 
     @property
     def state(self) -> State:
@@ -84,8 +86,15 @@ class Link:
                 self._set("connected")
 
     def close(self) -> None:
+        self.shut = True
         with self._lock:
             self._set("closed", quiet=True)
+
+    def check_open(self) -> None:
+        """`ClientClosedError` once closed: a closed client sends nothing (a new
+        connection made for it would never be closed)."""
+        if self.shut:
+            raise ClientClosedError("this client is closed; connect() again to go on")
 
     def pauses(self, until: float | None) -> Iterator[float]:
         """How long to wait before each next probe of one recovery; ends when the monotonic

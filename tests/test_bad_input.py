@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 
 import durables
@@ -17,6 +19,7 @@ from durables import (
 from durables.ops.server import check_version
 from durables.replies import text
 
+from .conftest import FAST, Connect
 from .helpers import publish
 from .servers import free_port
 
@@ -239,3 +242,23 @@ def test_servers_older_than_redis_7_or_valkey_7_2_are_refused(
 
 def test_the_real_server_version_is_accepted_and_reported(client: durables.Client) -> None:
     assert client.server_version.split()[0] in ("redis", "valkey")
+
+
+@pytest.mark.both_clients
+def test_a_closed_client_refuses_every_call_and_opens_no_connection(
+    connect: Connect, server_url: str, namespace: str
+) -> None:
+    with connect(server_url, namespace=namespace, **FAST) as client:
+        channel = client.channel("orders")
+        channel.publish(b"kept")
+        client.close()
+        calls: list[Callable[[], object]] = [
+            lambda: channel.publish(b"lost"), lambda: client.channel("other"),
+            lambda: channel.info(), lambda: client.housekeep(),
+        ]  # fmt: skip
+        for call in calls:
+            with pytest.raises(durables.ClientClosedError, match="closed"):
+                call()
+        client.close()  # closing again is harmless
+    with connect(server_url, namespace=namespace, **FAST) as again:
+        assert again.channel("orders").info().length == 1

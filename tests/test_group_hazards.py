@@ -103,16 +103,17 @@ def test_acknowledged_events_pending_again_come_back_flagged_never_lost(
     channel = client.channel("orders")
     dur = channel.durable("audit", kind=kind)
     first = publish(channel, 5)
-    with client, dur.consumer("c1") as c:
-        got = fetch_all(c, 5)
-    roll_back(server, namespace, "audit")
-    with server.client() as raw:
-        raw.xreadgroup("audit", "ghost", {ChannelKeys(namespace, "orders").stream: ">"})
-    later = publish(channel, 2, start=6)
-    with dur.consumer("c2") as c:
-        if kind == "shared":
-            client.housekeep()  # the reaper hands a vanished consumer's events back
-        again = fetch_all(c, 7, timeout=5)
+    with client:
+        with dur.consumer("c1") as c:
+            got = fetch_all(c, 5)
+        roll_back(server, namespace, "audit")
+        with server.client() as raw:
+            raw.xreadgroup("audit", "ghost", {ChannelKeys(namespace, "orders").stream: ">"})
+        later = publish(channel, 2, start=6)
+        with dur.consumer("c2") as c:
+            if kind == "shared":
+                client.housekeep()  # the reaper hands a vanished consumer's events back
+            again = fetch_all(c, 7, timeout=5)
     assert [e.text for e in again] == [f"e{i}" for i in range(1, 8)]
     assert all(e.redelivered for e in again[:5]) and not any(e.redelivered for e in again[5:])
     checked(first + later, got + again, duplicated=5)

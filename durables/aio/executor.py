@@ -66,6 +66,7 @@ class AsyncExecutor:
 
     async def run(self, op: Op[T], *, retry: bool = True) -> T:
         """Send one operation and parse its reply (see `Executor.run`)."""
+        self.link.check_open()
         while True:
             try:
                 result: T = (await self._run_all_once([op]))[0]
@@ -78,6 +79,7 @@ class AsyncExecutor:
 
     async def run_all(self, ops: Sequence[Op[Any]], *, retry: bool = True) -> list[Any]:
         """Send operations in one pipeline, in order; parsed replies (see `Executor.run_all`)."""
+        self.link.check_open()
         while True:
             try:
                 return await self._run_all_once(ops)
@@ -180,6 +182,7 @@ class AsyncExecutor:
         self.link.lost()
         pauses = self.link.pauses(until)
         while not self.link.connected:
+            self.link.check_open()  # closing ends a wait for the server
             if await self._answers():
                 await self._reconnected()
                 return True
