@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, FilePath, ValidationError, field_validator
+from pydantic import Field, FilePath, ValidationError, field_validator, model_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -96,6 +96,15 @@ class Settings(BaseSettings):
         except ConfigError as exc:
             raise ValueError(str(exc)) from None
         return url
+
+    @model_validator(mode="after")
+    def _socket_outlasts_a_blocked_read(self) -> Settings:
+        if self.socket_timeout_s <= self.block_s:
+            raise ValueError(
+                f"socket_timeout_s ({self.socket_timeout_s:g}) must exceed block_s "
+                f"({self.block_s:g}): every idle blocking read would time out and reconnect"
+            )
+        return self
 
     @classmethod
     def settings_customise_sources(

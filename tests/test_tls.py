@@ -67,7 +67,7 @@ def test_a_plain_redis_url_to_the_tls_port_is_refused_clearly(
 ) -> None:
     _, port, _ = tls_server
     with pytest.raises(ConnectionLostError, match="cannot reach"):
-        durables.connect(f"redis://127.0.0.1:{port}/0", connect_timeout_s=1, socket_timeout_s=1)
+        durables.connect(f"redis://127.0.0.1:{port}/0", connect_timeout_s=1, socket_timeout_s=2)
 
 
 def _round_trip(client: durables.Client) -> list[bytes]:
