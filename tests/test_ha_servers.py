@@ -18,7 +18,7 @@ from redis.cluster import RedisCluster
 from redis.sentinel import Sentinel
 
 from .conftest import SERVER_KIND
-from .ha_servers import Cluster, SentinelSet
+from .ha_servers import Cluster, SentinelSet, is_running
 from .servers import HOST, RedisProcess, server_binary
 
 pytestmark = pytest.mark.slow
@@ -105,9 +105,9 @@ def _eventually(what: str, attempt: Callable[[], T], timeout_s: float = 10.0) ->
         time.sleep(0.1)
 
 
-def _in_sync(primary: redis.Redis) -> None:
-    if primary.wait(2, 1000) != 2:
-        raise redis.RedisError("not every replica confirmed yet")
+def _in_sync(primary: redis.Redis, replicas: int = 2) -> None:
+    if primary.wait(replicas, 1000) < replicas:
+        raise redis.RedisError(f"fewer than {replicas} replica(s) confirmed yet")
 
 
 def _report(record_property: Callable[[str, object], None], name: str, seconds: float) -> None:
@@ -175,17 +175,16 @@ def test_sentinel_failover_keeps_waited_writes_and_the_old_primary_rejoins(
         assert _eventually("read through master_for", lambda: primary.get("k0")) == b"0"
         assert _discovered_primary(sentinel) == (HOST, new.port)
         _eventually("write through master_for", lambda: primary.set("after", "failover"))
+        _eventually("the other replica has it", lambda: _in_sync(primary, replicas=1))
 
         started = time.monotonic()
         sentinel_set.restart(old)
         _report(record_property, "sentinel_rejoin_s", time.monotonic() - started)
-        # the sentinels settle on one primary (under load they may take a moment to agree);
-        # whichever it is, the rejoined node holds the data written after the failover
-        deadline = time.monotonic() + 20
-        while sentinel_set.primary() is not new and time.monotonic() < deadline:
-            time.sleep(0.2)
-        assert sentinel_set.primary() is new
-        _eventually("replicas in sync", lambda: _in_sync(primary))
+        # The sentinels settle on one primary; on a loaded machine they may even fail over
+        # once more (to the replica that has every write). Whichever it is, the client
+        # follows it and every node, the rejoined one too, holds the data.
+        _eventually("replicas in sync", lambda: _in_sync(primary), timeout_s=30)
+        assert is_running(sentinel_set.primary())
         assert _get(old, "after") == b"failover"
         assert _get(old, "k42") == b"42"
 
