@@ -10,6 +10,8 @@
 -- ARGV[2]  the holder's token (its consumer name)
 -- ARGV[3]  lease length in milliseconds
 -- ARGV[4]  the id up to which (inclusive) to acknowledge
+-- ARGV[5..] ids the holder read up to it since its last acknowledgement (a hint: any it
+--          does not name are found in its pending list)
 -- Returns  how many events were acknowledged.
 -- Errors   LEASELOST; NOGROUP (Redis's own) if the durable's group is gone.
 --@include cumulative
@@ -17,4 +19,4 @@ if redis.call('GET', KEYS[2]) ~= ARGV[2] then
   return redis.error_reply('LEASELOST the lease of this exclusive durable has lapsed')
 end
 redis.call('PEXPIRE', KEYS[2], ARGV[3])
-return ack_upto(KEYS[1], ARGV[1], ARGV[2], KEYS[3], KEYS[4], ARGV[4])
+return ack_upto(KEYS[1], ARGV[1], ARGV[2], KEYS[3], KEYS[4], ARGV[4], ARGV, 5)

@@ -18,6 +18,7 @@ back (seed 003: count and flag unchanged) or read but never handed out.
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -29,6 +30,10 @@ from ..events import Event, event_from_entry
 from ..replies import error_word, streams_read, translate
 from ..selector import Selector
 from .base import Op, as_bool, command, script
+
+MAX_KNOWN = 1000
+"""Most ids named to `ack_exclusive.lua` in one acknowledgement (Lua's unpack has a limit);
+beyond, the script looks them up."""
 
 GATE_GONE = frozenset({"NOGROUP", "UNBLOCKED"})
 """A read's error words that go to its parser: the gate (or the channel) is gone."""
@@ -87,6 +92,8 @@ class ExclusiveCursor:
         self._in_flight: str | None = None
         self.discarded = 0
         """Events read again after a re-attach that the application already had."""
+        self.unacked: list[str] = []
+        """Ids handed out since the last ack, in id order (`_known`)."""
 
     # -- attaching and the lease ----------------------------------------------------------
 
@@ -110,6 +117,7 @@ class ExclusiveCursor:
         self.counts = counts
         self.cursor = "0"
         self.resumed_below = self.handed
+        self.unacked = []  # read again from the pending list, in order
 
     def renew(self) -> Op[bool]:
         return script("renew_lease", [self.k.lease(self.durable)], [self.token, self.lease_ms],
@@ -156,15 +164,18 @@ class ExclusiveCursor:
         channel, counts, selectors = self.k.channel, self.counts, self.selectors
         # History reads after a re-attach skip what the application holds already; new
         # reads skip what is not new: a group whose last-delivered-id went back (an AOF
-        # restart, a failover before the XACKs replicated) offers acknowledged events again
+        # restart, a failover before the XACKs replicated) offers acknowledged events again.
+        # Entries come in id order, so only a leading run can be held.
         held = self.resumed_below if self.cursor != ">" else self.handed
-        events = []
-        for entry in entries:
-            if held is not None and ids.key(entry[0].decode()) <= held:
+        start = 0
+        if held is not None:
+            while start < len(entries) and ids.key(entries[start][0].decode()) <= held:
                 self.discarded += 1
                 if self.cursor == ">":
-                    self._skip(entry[0].decode())
-                continue  # handed out before: the application has (or had) it
+                    self._skip(entries[start][0].decode())
+                start += 1  # handed out before: the application has (or had) it
+        events = []
+        for entry in entries[start:] if start else entries:
             event = event_from_entry(channel, entry, counts)
             if event is None or (
                 selectors and not all(s.matches(event.key, event.properties) for s in selectors)
@@ -174,6 +185,7 @@ class ExclusiveCursor:
             events.append(event)
         if events:
             self.handed = max(self.handed, ids.key(events[-1].id))
+            self.unacked += [event.id for event in events]
         return events
 
     def _skip(self, event_id: str) -> None:
@@ -183,23 +195,47 @@ class ExclusiveCursor:
     # -- acknowledging --------------------------------------------------------------------
 
     def _ack(self, upto: str) -> Op[Any]:
-        args = [self.durable, self.token, self.lease_ms, upto]
+        args = [self.durable, self.token, self.lease_ms, upto, *self._known(upto)]
         return script("ack_exclusive", self._fence_keys, args, context=self.context)
+
+    def _known(self, upto: str) -> list[str]:
+        """The ids read since the last ack, up to `upto`, for the script to acknowledge
+        without looking them up (a hint: lost with a lost reply, the script finds the rest
+        in the pending list)."""
+        unacked = self.unacked
+        if not unacked:
+            return []
+        bound = ids.key(upto)
+        if ids.key(unacked[-1]) <= bound:
+            self.unacked = []
+            return unacked if len(unacked) <= MAX_KNOWN else []
+        cut = bisect_right(unacked, bound, key=ids.key)
+        known, self.unacked = unacked[:cut], unacked[cut:]
+        return known if len(known) <= MAX_KNOWN else []
 
     def commit(self, events: Sequence[Event], *, defer: bool = False) -> Op[Any] | None:
         """Cumulative ack of the latest of `events` (and of skipped ones), never reaching a
-        rolled-back event; deferred, it rides along with the next read (None to send now)."""
-        candidates = [e.id for e in events]
-        if self.skipped is not None:
-            candidates.append(self.skipped)
-        allowed = [i for i in candidates if self.limit is None or ids.key(i) < self.limit]
-        if not allowed:
+        rolled-back event; deferred, it rides along with the next read (None to send now).
+        Events are handed out in id order, so the latest allowed is the last one below the
+        rollback limit."""
+        limit, upto = self.limit, None
+        for event in reversed(events):
+            if limit is None or ids.key(event.id) < limit:
+                upto = event.id
+                break
+        skipped = self.skipped
+        if (
+            skipped is not None
+            and (limit is None or ids.key(skipped) < limit)
+            and (upto is None or ids.key(skipped) > ids.key(upto))
+        ):
+            upto = skipped
+        if upto is None:
             return None
-        upto = max(allowed, key=ids.key)
         if not defer:
             return self.ack_upto(upto)
         self.deferred = upto
-        if self.skipped is not None and ids.key(self.skipped) <= ids.key(upto):
+        if skipped is not None and ids.key(skipped) <= ids.key(upto):
             self.skipped = None
         return None
 
