@@ -239,20 +239,25 @@ def check_key(key: object) -> str:
 def event_from_entry(
     channel: str, entry: Sequence[Any], counts: Mapping[str, int] = _NO_COUNTS
 ) -> Event | None:
-    """Build an Event from a stream entry `[id, [field, value, ...]]` (or redis-py's
-    parsed `(id, {field: value})`).
+    """Build an Event from a stream entry `[id, [field, value, ...]]` as the server sent
+    it (or redis-py's parsed `(id, {field: value})`).
 
     Returns None for an entry that was trimmed while pending (its fields are nil).
+    On every consumer's hot path: a plain event (its payload alone) is built without a
+    dictionary of its fields.
     """
-    event_id = entry[0].decode()
     fields = entry[1]
     if not fields:
         return None
-    if not isinstance(fields, dict):  # a raw reply: [field, value, ...]
-        fields = dict(zip(fields[::2], fields[1::2], strict=True))
+    event_id = entry[0].decode()
+    count = counts.get(event_id, 0) if counts else 0
+    if type(fields) is not dict:  # as sent: [field, value, ...]
+        if len(fields) == 2 and fields[0] == F_DATA:
+            return Event(event_id, channel, fields[1], None, None, count)
+        pairs = iter(fields)
+        fields = dict(zip(pairs, pairs, strict=True))
     key, op, ack = fields.get(F_KEY), fields.get(F_OP), fields.get(F_ACK)
-    event = Event(event_id, channel, fields.get(F_DATA, b""), None, fields.get(F_PROPS),
-                  counts.get(event_id, 0) if counts else 0)  # fmt: skip
+    event = Event(event_id, channel, fields.get(F_DATA, b""), None, fields.get(F_PROPS), count)
     if key is not None:
         event.key = key.decode()
     if op is not None:

@@ -15,9 +15,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import redis
+import redis.asyncio as aioredis
 from redis.backoff import NoBackoff
 from redis.cluster import ClusterNode, RedisCluster
 from redis.exceptions import RedisClusterException, RedisError
@@ -26,7 +27,10 @@ from redis.sentinel import Sentinel
 
 from .cluster import Server
 from .errors import ConfigError, ConnectionLostError
+from .replies import AS_SENT, as_sent
 from .urls import ServerUrl, parse_url
+
+R = TypeVar("R", redis.Redis, aioredis.Redis)
 
 Opener = Callable[[ServerUrl, dict[str, Any]], Server]
 """Opens a client for the URL with redis-py's keyword arguments (timeouts, retry, TLS)."""
@@ -43,9 +47,16 @@ def _common(socket_timeout_s: float, connect_timeout_s: float) -> dict[str, Any]
 
 def _standalone(url: ServerUrl, options: dict[str, Any]) -> redis.Redis:
     try:
-        return redis.Redis.from_url(url.url, **options)
+        return reading_as_sent(redis.Redis.from_url(url.url, **options))
     except ValueError as exc:
         raise ConfigError(f"malformed server URL {url.url!r}: {exc}") from None
+
+
+def reading_as_sent(client: R) -> R:
+    """`client`, its stream reads left unparsed for our parsers (`replies.AS_SENT`)."""
+    for name in AS_SENT:
+        client.set_response_callback(name, as_sent)
+    return client
 
 
 def _sentinel(url: ServerUrl, options: dict[str, Any]) -> redis.Redis:
@@ -61,7 +72,7 @@ def _sentinel(url: ServerUrl, options: dict[str, Any]) -> redis.Redis:
     primary: redis.Redis = sentinels.master_for(  # type: ignore[no-untyped-call]
         url.service, db=url.db, ssl=url.tls, **options
     )
-    return primary
+    return reading_as_sent(primary)
 
 
 def _cluster(url: ServerUrl, options: dict[str, Any]) -> Server:
@@ -104,4 +115,4 @@ def transport_for(url: str, tls: dict[str, Any] | None = None) -> Transport:
     return Transport(parsed, OPENERS[parsed.deployment], tls or {})
 
 
-__all__ = ["OPENERS", "Transport", "transport_for"]
+__all__ = ["OPENERS", "Transport", "reading_as_sent", "transport_for"]

@@ -17,6 +17,7 @@ from redis.backoff import NoBackoff
 from redis.exceptions import RedisClusterException
 
 from ..errors import ConfigError
+from ..transport import reading_as_sent
 from ..urls import ServerUrl, parse_url
 from . import cluster
 from .cluster import AsyncServer
@@ -43,7 +44,7 @@ def connect(
     if parsed.deployment == "cluster":
         return _cluster(parsed, options)
     try:
-        return aioredis.Redis.from_url(parsed.url, **options)
+        return reading_as_sent(aioredis.Redis.from_url(parsed.url, **options))
     except ValueError as exc:
         raise ConfigError(f"malformed server URL {parsed.url!r}: {exc}") from None
 
@@ -59,7 +60,7 @@ def _sentinel(url: ServerUrl, options: dict[str, Any]) -> aioredis.Redis:
     )  # fmt: skip
     assert url.service is not None
     primary: aioredis.Redis = sentinels.master_for(url.service, db=url.db, ssl=url.tls, **options)
-    return primary
+    return reading_as_sent(primary)
 
 
 def _cluster(url: ServerUrl, options: dict[str, Any]) -> RedisCluster:
