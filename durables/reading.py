@@ -196,8 +196,9 @@ class ExclusiveLoop(ReaderLoop):
     def read_until(self, deadline: float) -> Flow[list[Event]]:
         clock = self.ctx.clock
         while True:
+            block = min(deadline - clock(), self.ctx.settings.block_s)
             with self.lock:
-                ops = self.state.read()
+                ops = self.state.read(block)
             try:
                 replies = yield from send(ops, retry=False)
             except BaseException:
@@ -213,14 +214,8 @@ class ExclusiveLoop(ReaderLoop):
                 continue
             if replies[-1]:  # entries came, all skipped by the filter
                 return []
-            remaining = deadline - clock()
-            if remaining <= 0:
+            if deadline - clock() <= 0:
                 return []
-            seconds = min(remaining, self.ctx.settings.block_s)
-            entries = yield from run(self.state.wait(seconds), retry=False)
-            if entries:
-                with self.lock:
-                    return self.state.events(entries)
 
     def committing(
         self, events: Sequence[Event], *, defer: bool = False, retry: bool = True

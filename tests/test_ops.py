@@ -150,7 +150,9 @@ def test_exclusive_reads_its_history_first_then_new_events() -> None:
 
 def test_exclusive_reads_and_waits_through_its_gate() -> None:
     c = cursor()
-    wait = c.wait(0.25)
+    assert "BLOCK" not in c.read(0.25)[-1].args  # history is read at once
+    c.cursor = ">"
+    (wait,) = c.read(0.25)  # new events: blocks for them in the same round trip
     assert wait.args == ("XREADGROUP", "GROUP", "d", "tok", "COUNT", 10, "BLOCK", 250,
                          "STREAMS", K.stream, K.gate("d", "tok"), ">", ">")  # fmt: skip
     assert wait.tolerate == {"NOGROUP", "UNBLOCKED"}

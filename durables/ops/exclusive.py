@@ -125,12 +125,15 @@ class ExclusiveCursor:
 
     # -- reading --------------------------------------------------------------------------
 
-    def read(self) -> list[Op[Any]]:
+    def read(self, seconds: float = 0.0) -> list[Op[Any]]:
         """The deferred ack, if any (it proves and renews the lease too), then the gated
-        `XREADGROUP` at the cursor."""
+        `XREADGROUP` at the cursor; reading new events, it blocks up to `seconds` (0: not
+        at all) for them to come, in the same round trip. Gated: once another holder took
+        over, the read (blocked or not) fails instead of taking events."""
         self._in_flight, self.deferred = self.deferred, None
+        block = ("BLOCK", max(1, int(seconds * 1000))) if seconds > 0 and self.cursor == ">" else ()
         read = command("XREADGROUP", "GROUP", self.durable, self.token, "COUNT", self.batch,
-                       "STREAMS", self.k.stream, self.gate, self.cursor, ">",
+                       *block, "STREAMS", self.k.stream, self.gate, self.cursor, ">",
                        parse=self._parse, context=self.context, tolerate=GATE_GONE)  # fmt: skip
         if self._in_flight is None:
             return [read]
@@ -151,14 +154,6 @@ class ExclusiveCursor:
             self.cursor = entries[-1][0].decode() if entries else ">"
             return self.events(entries), not entries
         return self.events(entries), False
-
-    def wait(self, seconds: float) -> Op[list[Any]]:
-        """Block until new events come and take them: one round trip on wake-up. Gated like
-        a read: once another holder took over, the wait fails instead of taking events."""
-        return command("XREADGROUP", "GROUP", self.durable, self.token, "COUNT", self.batch,
-                       "BLOCK", max(1, int(seconds * 1000)),
-                       "STREAMS", self.k.stream, self.gate, ">", ">",
-                       parse=self._parse, context=self.context, tolerate=GATE_GONE)  # fmt: skip
 
     def events(self, entries: Sequence[Any]) -> list[Event]:
         channel, counts, selectors = self.k.channel, self.counts, self.selectors
