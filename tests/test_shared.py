@@ -190,6 +190,30 @@ def test_serial_never_lets_two_consumers_hold_events_at_once(channel: durables.C
         assert texts(one.fetch(timeout=1)) == ["e5", "e6"]
 
 
+def test_serial_waiter_takes_the_line_when_the_holder_stops_asking(
+    channel: durables.Channel,
+) -> None:
+    """A serial consumer that found the line taken waits for the bell, not for every new
+    event; once the holder stops asking, the waiter still gets what comes next."""
+    dur = channel.durable("line", kind="serial")
+    with (
+        dur.consumer("one", prefetch=2, auto_ack=True) as one,
+        dur.consumer("two", prefetch=2, auto_ack=True) as two,
+    ):
+        publish(channel, 2)
+        assert texts(one.fetch(timeout=1)) == ["e1", "e2"]
+        got: list[durables.Event] = []
+        waiter = threading.Thread(target=lambda: got.extend(two.fetch(timeout=6)))
+        waiter.start()  # finds the line taken: one holds e1, e2
+        assert one.fetch(timeout=0.5) == []  # acks them, holds its tap a while, stops asking
+        channel.publish("e3")
+        started = time.monotonic()
+        waiter.join(timeout=8)
+        assert texts(got) == ["e3"]
+        assert time.monotonic() - started < 4  # within about a block time, not the timeout
+        assert texts(one.fetch(timeout=0.3)) == []
+
+
 def test_serial_processing_order_equals_publish_order_with_three_consumers(
     channel: durables.Channel,
 ) -> None:

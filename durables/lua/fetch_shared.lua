@@ -27,7 +27,8 @@
 -- ARGV[5]  how many events the caller's last read through its tap took
 -- ARGV[6]  how long the caller's read through a tap may block, in milliseconds
 -- ARGV[7..] ids the caller acknowledges
--- Returns  {newest stream id, newest bell id ('0-0' for none), {id, count, ...} of the
+-- Returns  {newest stream id (the last possible id when a serial durable's line is taken:
+--          the caller waits for the bell alone), newest bell id ('0-0' for none), {id, count, ...} of the
 --          caller's pending events delivered before, how many were dead-lettered now,
 --          store filter version (0: none), consumer that set it ('' for none),
 --          1 if the caller's tap is open, else 0}.
@@ -102,5 +103,14 @@ local expiry = now + block_ms + 1000
 set_tap(d, KEYS[12], me, full, expiry)
 
 local redelivered = redelivered_of(d.stream, d.group, d.counts, me)
-return {newest_id(d.stream), newest_id(d.bell), redelivered, buried, store['version'], store['by'],
+local newest = newest_id(d.stream)
+if serial and busy and not full then
+  -- The line is taken (another member reads through its tap, or what was dealt is not
+  -- acknowledged yet): new events are not the caller's to wake for, which cost a whole
+  -- fetch per published event for every other member. The bell rings when events are
+  -- dealt or handed back and at a release; a holder that just stops asking is noticed
+  -- when the caller's wait ends (block time).
+  newest = LAST_ID
+end
+return {newest, newest_id(d.bell), redelivered, buried, store['version'], store['by'],
   full and 1 or 0}

@@ -12,6 +12,7 @@ local function id_before(a, b)
 end
 
 local MAX_SEQ = '18446744073709551615'
+local LAST_ID = MAX_SEQ .. '-' .. MAX_SEQ  -- no stream ever grows past it
 
 -- A decimal string plus one, exactly (a sequence number may exceed a double's 53 bits).
 local function increment(digits)
