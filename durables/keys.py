@@ -28,8 +28,9 @@ in one slot and every Lua script runs unchanged on Redis Cluster:
     <ns>:{<ch>}:bell:<durable>        stream (MAXLEN 1): rung when events are dealt to others
     <ns>:{<ch>}:tap:<durable>:<id>    stream (empty) with the durable's group: while it exists,
                                       a serial consumer may read new events straight from the
-                                      channel; deleting it ends the read (a blocked one wakes)
-    <ns>:{<ch>}:taps:<durable>        hash: tap key -> "<consumer id> <expiry ms>" of live taps
+                                      channel; deleting it ends the read (a blocked one wakes);
+                                      it expires unless each read through it renews it
+    <ns>:{<ch>}:taps:<durable>        hash: tap key -> consumer id of the taps opened
     <ns>:{<ch>}:dead:<durable>        stream: dead letters (events past max_deliveries)
     <ns>:{<ch>}:nacks                 stream: ack-required events a session did not acknowledge
     <ns>:{<ch>}:strips                zset: session id -> publish count at which to check its queue

@@ -226,8 +226,11 @@ def handout() -> SharedHandout:
     return SharedHandout(K, "d", "shared", "w#1", window=3, lease_ms=1000)
 
 
-def dealt_reply(counts: list[bytes] | None = None, version: int = 0, by: bytes = b"") -> list[Any]:
-    return [b"9-0", b"0-0", counts or [], 0, version, by]
+def dealt_reply(
+    counts: list[bytes] | None = None, version: int = 0, by: bytes = b"", tap: int | None = None
+) -> list[Any]:
+    reply = [b"9-0", b"0-0", counts or [], 0, version, by]
+    return reply if tap is None else [*reply, tap]
 
 
 def test_shared_fetch_carries_the_acks_and_hands_each_event_out_once() -> None:
@@ -246,14 +249,27 @@ def test_shared_fetch_carries_the_acks_and_hands_each_event_out_once() -> None:
     assert h.fetch()[0].args[6:] == ("1-0", "2-0")
 
 
-def test_serial_fetch_reads_new_events_through_its_taps_then_closes_them() -> None:
+def test_serial_fetch_reads_new_events_through_its_tap_and_keeps_it_while_it_asks() -> None:
     h = SharedHandout(K, "d", "serial", "w#1", window=3, lease_ms=1000)
-    _deal, _read, tapped, close, forget = h.fetch(0.5)
+    _deal, _read, tapped = h.fetch(0.5)
     tap = K.tap("d", "w#1")
     assert tapped.args == ("XREADGROUP", "GROUP", "d", "w#1", "COUNT", 3, "BLOCK", 500,
                          "STREAMS", K.stream, tap, ">", ">")  # fmt: skip
-    assert tapped.parse(ResponseError(f"NOGROUP No such key '{tap}'")) == []  # not opened
-    assert close.args == ("DEL", tap) and forget.args == ("HDEL", K.taps("d"), tap)
+    assert tapped.parse(ResponseError(f"NOGROUP No such key '{tap}'")) is None  # not opened
+    came = [[K.stream.encode(), [entry("1-0", d="a")]]]
+    got = h.on_fetch([dealt_reply(tap=1), [], tapped.parse(came)])
+    assert [e.id for e in got.events] == ["1-0"] and got.waited and h.tap_open
+    h.commit(got.events)
+    # the tap is open and nothing is held: the acks, the tap renewed and read, no script
+    xack, hdel, renew, read = h.fetch(0.5)
+    assert xack.args == ("XACK", K.stream, "d", "1-0")
+    assert hdel.args == ("HDEL", K.redeliveries("d"), "1-0")
+    assert renew.args == ("PEXPIRE", tap, 1500) and read.args == tapped.args
+    closed = h.on_fetch(
+        [1, 1, False, read.parse(ResponseError("UNBLOCKED the stream key no longer exists"))]
+    )
+    assert closed.events == [] and closed.waited and not h.tap_open
+    assert h.fetch(0.5)[0].script == "fetch_shared"  # closed: the dispatcher decides again
 
 
 def test_shared_acks_an_entry_trimmed_while_pending() -> None:

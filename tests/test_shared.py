@@ -14,9 +14,12 @@ import pytest
 
 import durables
 from durables import ConfigError, InvalidWindowError
+from durables.keys import ChannelKeys
 
 from .children import first_line, python_child
+from .conftest import FAST, Connect
 from .helpers import fetch_all, publish
+from .servers import RedisProcess
 
 pytestmark = [pytest.mark.on_cluster, pytest.mark.both_clients]
 
@@ -212,6 +215,39 @@ def test_serial_waiter_takes_the_line_when_the_holder_stops_asking(
         assert texts(got) == ["e3"]
         assert time.monotonic() - started < 4  # within about a block time, not the timeout
         assert texts(one.fetch(timeout=0.3)) == []
+
+
+def test_a_serial_consumer_detached_while_its_tap_was_open_reads_nothing_through_it(
+    server: RedisProcess, namespace: str, connect: Connect
+) -> None:
+    """A tap outlives the read that opened it (its reader renews it with each read), so a
+    member detached for a lapsed lease (paused, say) must find its tap closed: reading
+    new events through it would hold them beside the member that took the line."""
+    # only the lapse this test makes; taps that outlive the test's steps
+    settings = {**FAST, "lease_timeout_s": 30.0, "block_s": 5.0, "socket_timeout_s": 10.0}
+    with connect(server.url, namespace=namespace, **settings) as client:
+        channel = client.channel("orders")
+        dur = channel.durable("line", kind="serial")
+        one = dur.consumer("one", prefetch=2)
+        two = dur.consumer("two", prefetch=2)
+        try:
+            channel.publish("e1")
+            (first,) = one.fetch(timeout=3)  # through its tap, open 3 s and more
+            first.ack()
+            alive = ChannelKeys(namespace, "orders").alive("line")
+            with server.client() as raw:
+                (member,) = [m for m in raw.zrange(alive, 0, -1) if m.startswith(b"one#")]
+                raw.zadd(alive, {member: 0})  # its lease lapsed, as after a long pause
+            channel.publish("e2")
+            (second,) = two.fetch(timeout=1)  # detaches one, takes the line
+            assert second.text == "e2"
+            channel.publish("e3")
+            assert one.fetch(timeout=0.5) == []  # not e3: two holds the line
+            second.ack()
+            assert texts(fetch_all(two, 1)) == ["e3"]
+        finally:
+            one.close()
+            two.close()
 
 
 def test_serial_processing_order_equals_publish_order_with_three_consumers(

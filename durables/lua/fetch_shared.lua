@@ -17,7 +17,7 @@
 -- KEYS[8]  the durable's redelivery counts
 -- KEYS[9]  the durable's bell stream
 -- KEYS[10] the durable's dead-letter stream
--- KEYS[11] the durable's taps hash (tap key -> "<consumer id> <expiry ms>")
+-- KEYS[11] the durable's taps hash (tap key -> consumer id)
 -- KEYS[12] the caller's tap (opened for serial durables only: on shared ones with several
 --          consumer threads the extra reads cost the client more than the server saved)
 -- ARGV[1]  durable name (the group)
@@ -25,7 +25,8 @@
 -- ARGV[3]  lease length in milliseconds
 -- ARGV[4]  how many events the caller holds, handed out and not acknowledged
 -- ARGV[5]  how many events the caller's last read through its tap took
--- ARGV[6]  how long the caller's read through a tap may block, in milliseconds
+-- ARGV[6]  how long the caller's read through a tap may block, in milliseconds (a tap
+--          opened lives that long and TAP_GRACE_MS more; each read through it renews it)
 -- ARGV[7..] ids the caller acknowledges
 -- Returns  {newest stream id (the last possible id when a serial durable's line is taken:
 --          the caller waits for the bell alone), newest bell id ('0-0' for none), {id, count, ...} of the
@@ -47,6 +48,7 @@ local d = {
   delayed = KEYS[7], counts = KEYS[8], bell = KEYS[9], dead = KEYS[10], taps = KEYS[11],
   group = ARGV[1],
 }
+local TAP_GRACE_MS = 1000
 local me = ARGV[2]
 local handed, took, block_ms = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
 local now = now_ms()
@@ -67,7 +69,7 @@ local store = store_filter(d)
 
 reap(d, now)  -- lapsed consumers' events and due rollbacks go back first in line
 local order, room, total, busy, filters, held = rooms(d)
-local taps = live_taps(d, now)
+local taps = live_taps(d)
 taps[me] = nil  -- the caller's own: decided again below
 if took > 0 then  -- its tap dealt to it: the ring turns past it
   order = turn_past(d, order, me)
@@ -99,8 +101,7 @@ else
     end
   end
 end
-local expiry = now + block_ms + 1000
-set_tap(d, KEYS[12], me, full, expiry)
+set_tap(d, KEYS[12], me, full, block_ms + TAP_GRACE_MS)
 
 local redelivered = redelivered_of(d.stream, d.group, d.counts, me)
 local newest = newest_id(d.stream)

@@ -5,7 +5,10 @@ carries the acks of the previous batch), a read of the caller's own pending even
 (`XREADGROUP ... 0`), so payloads never pass through Lua, then reads of new events
 straight from the channel through the caller's taps (lib/members.lua), which happen
 only if the script opened one, and block while nothing comes: a waiting consumer gets
-a new event in the reply to the read it is blocked in. Events already handed out and
+a new event in the reply to the read it is blocked in. The tap stays open while its
+consumer keeps asking (each read renews it), so a serial consumer's steady fetch is its
+acks and that read alone, with no script; whatever changes the dealing closes the taps,
+and the next fetch asks the dispatcher again. Events already handed out and
 not yet acknowledged are remembered here, so re-reading the pending list hands each
 event out once.
 """
@@ -26,6 +29,10 @@ from .base import Op, as_bool, as_int, command, script
 
 TAP_CLOSED = frozenset({"NOGROUP", "UNBLOCKED"})
 """A read through a tap the script did not open (or closed while it blocked) fails so."""
+
+TAP_GRACE_MS = 1000
+"""A tap outlives the read's block by this much (as `fetch_shared.lua` opens it): a
+consumer that stops asking lets it expire, and the line passes on."""
 
 RECENT_ACKS = 10_000
 """How many acknowledged ids a consumer remembers to discard exact duplicates (bounded)."""
@@ -79,6 +86,9 @@ class SharedHandout:
         self._in_flight: list[str] = []
         self._took = 0  # events the last read through a tap took
         self._block_ms = 0
+        self.tap_open = False
+        """The dispatcher opened this consumer's tap and no read found it closed since."""
+        self._fast = False  # the fetch in flight is `_tap_fetch`
 
     def attach(self) -> Op[int]:
         """Join the ring with this window (and filter); the store filter's version comes back."""
@@ -91,6 +101,7 @@ class SharedHandout:
 
     def on_attach(self, version: int) -> None:
         self.store_version = version
+        self.tap_open = False  # attaching closes every tap
 
     def renew(self) -> Op[bool]:
         return script("renew_member", [self.k.members(self.durable), self.k.alive(self.durable)],
@@ -98,11 +109,15 @@ class SharedHandout:
 
     def fetch(self, seconds: float = 0.0) -> list[Op[Any]]:
         """The dispatcher (with the deferred acks), this consumer's pending events, then new
-        events through its taps, blocking up to `seconds` if nothing comes (0: not at all);
-        last, the taps are closed."""
+        events through its tap if the dispatcher opened one, blocking up to `seconds` if
+        nothing comes (0: not at all). While the tap stays open and this consumer holds
+        nothing, the fetch is the acks and the read through the tap alone (`_tap_fetch`)."""
         self._in_flight, self.to_ack = self.to_ack, []
         self._block_ms = max(1, int(seconds * 1000)) if seconds > 0 else 0
-        k, d, (taps, tap) = self.k, self.durable, self._fetch_keys[-2:]
+        self._fast = self.tap_open and not self.handed
+        if self._fast:
+            return self._tap_fetch()
+        k, d = self.k, self.durable
         deal: Op[Any] = script("fetch_shared", self._fetch_keys,
                                [d, self.id, self.lease_ms, len(self.handed), self._took,
                                 self._block_ms, *self._in_flight],
@@ -112,29 +127,53 @@ class SharedHandout:
                        parse=entries_read, context=self.context)  # fmt: skip
         if not self.tapped:
             return [deal, read]
+        return [deal, read, self._tap_read()]
+
+    def _tap_read(self) -> Op[list[Any] | None]:
+        """New events straight from the channel while the tap is open (None once it is not:
+        the read then fails at once, or wakes when the tap is deleted)."""
         block = ("BLOCK", self._block_ms) if self._block_ms else ()
         room = max(1, self.window - len(self.handed))
-        return [
-            deal,
-            read,
-            command("XREADGROUP", "GROUP", d, self.id, "COUNT", room, *block,
-                    "STREAMS", k.stream, tap, ">", ">",
-                    parse=_tapped, context=self.context, tolerate=TAP_CLOSED),
-            command("DEL", tap, context=self.context),
-            command("HDEL", taps, tap, context=self.context),
-        ]  # fmt: skip
+        return command("XREADGROUP", "GROUP", self.durable, self.id, "COUNT", room, *block,
+                       "STREAMS", self.k.stream, self._fetch_keys[-1], ">", ">",
+                       parse=_tapped, context=self.context, tolerate=TAP_CLOSED)  # fmt: skip
+
+    def _tap_fetch(self) -> list[Op[Any]]:
+        """The steady path of a serial consumer that keeps asking: no script. The tap is
+        renewed (`PEXPIRE`: 0 if it is gone, closed by whatever changed the dealing or
+        expired), then read; a closed tap fails the read, and the next fetch asks the
+        dispatcher."""
+        k, d, acks = self.k, self.durable, self._in_flight
+        ops: list[Op[Any]] = []
+        if acks:
+            ops += [command("XACK", k.stream, d, *acks, context=self.context),
+                    command("HDEL", k.redeliveries(d), *acks, context=self.context)]  # fmt: skip
+        tap = self._fetch_keys[-1]
+        ops += [command("PEXPIRE", tap, self._block_ms + TAP_GRACE_MS, parse=as_bool,
+                        context=self.context),
+                self._tap_read()]  # fmt: skip
+        return ops
 
     def fetch_failed(self) -> None:
-        """Not sent (or the reply lost): the acks go with the next fetch."""
+        """Not sent (or the reply lost): the acks go with the next fetch, through the
+        dispatcher."""
         self.to_ack[:0] = self._in_flight
         self._in_flight = []
+        self.tap_open = False
 
     def on_fetch(self, replies: Sequence[Any]) -> Dealt:
         self._in_flight = []
-        reply, pending, *tapped = replies  # the tapped reads, if the fetch sent them
+        if self._fast:
+            *_acked, renewed, new = replies
+            self.tap_open = bool(renewed) and new is not None
+            self._took = len(new or ())
+            # blocked through the tap, or found it closed: either way, fetch again at once
+            return Dealt("", "", self._events(new or [], {}), None, waited=True)
+        reply, pending, *tapped = replies  # the read through the tap, if the fetch sent it
         newest, rung, flat, _buried, version, by, *taps = reply
-        new = tapped[0] if tapped else []
+        new = (tapped[0] or []) if tapped else []
         self._took = len(new)
+        self.tap_open = any(taps) and tapped[0] is not None
         waited = any(taps) and self._block_ms > 0
         notice = None
         if self.selector is not None and version > self.store_version and text(by) != self.id:
@@ -199,6 +238,7 @@ class SharedHandout:
             return None
         ids = [e.id for e in events]
         self.handed.difference_update(ids)
+        self.tap_open = False  # the script closes every tap: these are dealt first
         k, d = self.k, self.durable
         return script("rollback_shared", [k.stream, k.redo(d), k.delayed(d), k.redeliveries(d),
                                           k.bell(d), k.taps(d)],
@@ -209,6 +249,7 @@ class SharedHandout:
         ops = self.flush()
         handed = sorted(self.handed.difference(e.id for e in unhanded))
         self.handed.clear()
+        self.tap_open = False
         k, d = self.k, self.durable
         ops.append(script("release_shared", [k.stream, k.members(d), k.alive(d), k.ring(d),
                                              k.redo(d), k.redeliveries(d), k.bell(d),
@@ -217,6 +258,6 @@ class SharedHandout:
         return ops
 
 
-def _tapped(reply: Any) -> list[Any]:
-    """New events read through a tap; none if the tap was not open (an error reply)."""
-    return [] if isinstance(reply, Exception) else entries_read(reply)
+def _tapped(reply: Any) -> list[Any] | None:
+    """New events read through a tap; None if the tap was not open (an error reply)."""
+    return None if isinstance(reply, Exception) else entries_read(reply)

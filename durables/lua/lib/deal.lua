@@ -7,7 +7,7 @@
 -- dead_letters.lua), `me` (the fetching consumer), the durable's decoded `spec` ('ast',
 -- 'max_deliveries'), the `store` filter (store_filter(d)) and what rooms(d) returned:
 -- `order` (the ring), `room` (consumer -> room left) and `filters` (consumer -> tree or nil),
--- and the live `taps` (live_taps(d, now)): a member that gets events here loses its taps.
+-- and the live `taps` (live_taps(d)): a member that gets events here loses its taps.
 -- Serial durables deal to the fetching member first when it has room (it keeps the line
 -- while it asks; no hand-over), else to the next in the ring.
 local SCAN_LIMIT = 5000

@@ -10,7 +10,7 @@
 --   d.alive    zset: consumer id -> lease expiry (server ms)
 --   d.ring     list: consumer ids in round-robin order, next to deal first
 --   d.bell     stream (MAXLEN 1) the members block on, rung when events move to them
---   d.taps     hash: tap key -> "<consumer id> <expiry ms>", the live taps (below)
+--   d.taps     hash: tap key -> consumer id, the live taps (below)
 --
 -- A tap lets one member read new events straight from the channel, with its own
 -- XREADGROUP right after the dispatcher's script (blocking, when it has nothing else to
@@ -101,16 +101,16 @@ local function rooms(d)
   return order, room, total, busy, filters, held
 end
 
--- The live taps: consumer -> its tap keys (expired ones, whose reader is gone, deleted).
-local function live_taps(d, now)
+-- The live taps: consumer -> its tap keys. A tap lives while its stream exists: it expires
+-- by itself (its reader stopped renewing it), and those gone are forgotten here.
+local function live_taps(d)
   local taps = {}
   local flat = redis.call('HGETALL', d.taps)
   for i = 1, #flat, 2 do
-    local consumer, expiry = string.match(flat[i + 1], '^(.*) (%d+)$')
-    if tonumber(expiry) < now then
-      redis.call('DEL', flat[i])
+    if redis.call('EXISTS', flat[i]) == 0 then
       redis.call('HDEL', d.taps, flat[i])
     else
+      local consumer = flat[i + 1]
       taps[consumer] = taps[consumer] or {}
       table.insert(taps[consumer], flat[i])
     end
@@ -128,16 +128,30 @@ local function close_taps(d, taps, consumer)
   taps[consumer] = nil
 end
 
--- Open (`on`) or close the tap `key` of `consumer`, until `expiry` (server ms).
-local function set_tap(d, key, consumer, on, expiry)
+-- Open (`on`) the tap `key` of `consumer` for `ttl_ms` (its reader renews it with each
+-- read through it, `PEXPIRE`), or close it.
+local function set_tap(d, key, consumer, on, ttl_ms)
   if on then
     if redis.call('EXISTS', key) == 0 then
       redis.call('XGROUP', 'CREATE', key, d.group, '$', 'MKSTREAM')
     end
-    redis.call('HSET', d.taps, key, consumer .. ' ' .. expiry)
+    redis.call('PEXPIRE', key, ttl_ms)
+    redis.call('HSET', d.taps, key, consumer)
   else
     redis.call('HDEL', d.taps, key)
     redis.call('DEL', key)
+  end
+end
+
+-- Close the taps of a consumer that is detached (its lease lapsed): a member paused past
+-- its lease must not go on reading new events through them when it wakes.
+local function close_taps_of(d, consumer)
+  local flat = redis.call('HGETALL', d.taps)
+  for i = 1, #flat, 2 do
+    if flat[i + 1] == consumer then
+      redis.call('DEL', flat[i])
+      redis.call('HDEL', d.taps, flat[i])
+    end
   end
 end
 

@@ -2,7 +2,8 @@
 -- or serial durable whose lease lapsed are detached, and their events go back first in line
 -- with one delivery more; delayed rollbacks that are due join the line too.
 -- `d` as in members.lua, with also d.redo (list: ids waiting to be dealt again, first
--- first), d.delayed (zset: id -> when due, server ms) and d.counts (hash: id -> redeliveries).
+-- first), d.delayed (zset: id -> when due, server ms), d.counts (hash: id -> redeliveries)
+-- and d.taps (hash: tap key -> consumer id; a detached consumer's taps close).
 local function reap(d, now)
   for _, consumer in ipairs(redis.call('ZRANGEBYSCORE', d.alive, '-inf', now)) do
     local back = sort_ids(claim(d.stream, d.group, POOL, pending_of(d.stream, d.group, consumer)))
@@ -11,6 +12,7 @@ local function reap(d, now)
     end
     push_front(d.redo, back)
     remove_member(d, consumer)
+    close_taps_of(d, consumer)
   end
   local due = redis.call('ZRANGEBYSCORE', d.delayed, '-inf', now, 'LIMIT', 0, 1000)
   if #due > 0 then
