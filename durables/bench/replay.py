@@ -11,13 +11,14 @@ and replays 100,000 events that queued meanwhile.
 from __future__ import annotations
 
 import threading
+from collections.abc import Mapping
 
 import durables
 
 from .consume import RawConsumer, fill_channel, fill_raw
 from .env import Env
 from .peer import DURABLE, STREAM, add_durables, fetch_step, jetstream, prefill
-from .results import Rate
+from .results import Rate, Row, Target, at_least
 from .scenario import Throughput
 from .workers import run_tasks, run_workers
 
@@ -36,9 +37,15 @@ class Counter:
             self.done.set()
 
 
+RAW_FLOOR = 0.8
+
+
 class SessionReplay(Throughput):
     name = "session_replay"
     title = "session replay after a disconnect"
+
+    def target(self, row: Row, rows: Mapping[str, Row]) -> Target | None:
+        return at_least(f"≥ {RAW_FLOOR}x raw", row.ratio("raw"), RAW_FLOOR)
 
     def count(self, env: Env) -> int:
         return env.size(100_000, 1_000)
