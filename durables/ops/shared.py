@@ -16,7 +16,6 @@ event out once.
 from __future__ import annotations
 
 import json
-from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -77,8 +76,8 @@ class SharedHandout:
         )  # fmt: skip
         self.handed: set[str] = set()  # handed to the application, not yet acked
         self.to_ack: list[str] = []  # deferred acks, sent with the next fetch
-        self._acked: deque[str] = deque(maxlen=RECENT_ACKS)
-        self._acked_set: set[str] = set()
+        self._acked: set[str] = set()  # acknowledged lately (`_remember`)
+        self._acked_before: set[str] = set()
         self.discarded = 0
         """Exact duplicates not handed out again: events acknowledged here that came back
         (an acknowledgement lost in a failover, redis/redis#5433)."""
@@ -188,16 +187,17 @@ class SharedHandout:
         return Dealt(text(newest), text(rung), events, notice, waited)
 
     def _events(self, entries: Sequence[Any], counts: dict[str, int]) -> list[Event]:
-        channel, events = self.k.channel, []
+        channel, events, handed = self.k.channel, [], self.handed
+        acked, acked_before = self._acked, self._acked_before  # acknowledged lately
         for entry in entries:
             event = event_from_entry(channel, entry, counts)
             if event is None:  # trimmed while pending: nothing to deliver
                 self.to_ack.append(entry[0].decode())
-            elif event.id in self._acked_set:  # acknowledged before: the ack was lost
+            elif event.id in acked or event.id in acked_before:  # the ack was lost
                 self.to_ack.append(event.id)
                 self.discarded += 1
-            elif event.id not in self.handed:
-                self.handed.add(event.id)
+            elif event.id not in handed:
+                handed.add(event.id)
                 events.append(event)
         return events
 
@@ -214,12 +214,12 @@ class SharedHandout:
         self._remember(ids)
 
     def _remember(self, ids: Sequence[str]) -> None:
-        """Keep the last RECENT_ACKS acknowledged ids, to discard them if they come back."""
-        for event_id in ids:
-            if len(self._acked) == RECENT_ACKS:
-                self._acked_set.discard(self._acked[0])
-            self._acked.append(event_id)
-            self._acked_set.add(event_id)
+        """Keep at least the last RECENT_ACKS acknowledged ids (and at most twice that), to
+        discard them if they come back: two generations of sets, the older dropped whole
+        when the newer is full, so remembering costs one set update per batch."""
+        self._acked.update(ids)
+        if len(self._acked) >= RECENT_ACKS:
+            self._acked_before, self._acked = self._acked, set()
 
     def flush(self) -> list[Op[Any]]:
         """The deferred acks now, ringing the bell (window room wakes the waiters)."""
