@@ -7,7 +7,7 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from . import names
-from .durable import Durable, DurableCore, create_durable, load_durable, loading
+from .durable import Durable, DurableCore, creating, load_durable, loading
 from .errors import ChannelNotFound, ConfigError, PayloadError
 from .events import Message, Properties, ack_op, check_key, encode_event, tombstone
 from .ids import normal
@@ -179,7 +179,8 @@ class Channel(ChannelCore):
         max_deliveries: int | None = None,
     ) -> Durable:
         """Get or create a durable; `DurableExistsError` if it exists with another kind/filter."""
-        return create_durable(self.ctx, self.keys, name, kind, start, filter, max_deliveries)
+        found = self.executor.drive(creating(self.keys, name, kind, start, filter, max_deliveries))
+        return Durable(self.ctx, self.keys, name, *found)
 
     def get_durable(self, name: str) -> Durable:
         """An existing durable; `DurableNotFound` otherwise."""

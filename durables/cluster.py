@@ -30,6 +30,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisClusterException, RedisError
 
 from . import routing
+from .ops.flows import walk
 from .routing import OUTAGE
 
 T = TypeVar("T")
@@ -62,10 +63,7 @@ def read_by_slot(server: RedisCluster, args: Sequence[Any]) -> Any:
 
 def _run(server: RedisCluster, plan: routing.Plan[T]) -> T:
     """Carry out a plan's steps, each reply given back to it (an error thrown in)."""
-    walk = routing.Walk(plan)
-    while walk.step is not None:
-        walk.perform(functools.partial(_step, server))
-    return walk.result
+    return walk(plan, functools.partial(_step, server))
 
 
 def _step(server: RedisCluster, step: routing.Step) -> Any:

@@ -13,17 +13,17 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Protocol
 
 from .errors import ConsumerClosedError
-from .reading import Fetching
+from .reading import Fetching, FetchReader
 
 if TYPE_CHECKING:
     from .events import Event
     from .executor import Executor
-    from .ops.flows import Flow
     from .runtime import AckFlusher
 
 
-class Reader(Protocol):
-    """The server side of one attached consumer of one durable kind."""
+class Reader(FetchReader, Protocol):
+    """The server side of one attached consumer of one durable kind; the fetch loop's part
+    (`lock`, `reading`, `committing`) is `reading.FetchReader`."""
 
     stops_on_error: bool
     """An asynchronous listener's failure ends the subscription (exclusive: nothing past a
@@ -39,12 +39,6 @@ class Reader(Protocol):
     """Guards the reader's state and the consumer's outstanding events: one lock per consumer."""
 
     executor: Executor
-
-    def reading(self, timeout: float) -> Flow[list[Event]]: ...
-
-    def committing(
-        self, events: Sequence[Event], *, defer: bool = False, retry: bool = True
-    ) -> Flow[None]: ...
 
     def attach(self) -> None: ...
 

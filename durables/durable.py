@@ -43,20 +43,6 @@ def _group_start(start: str) -> tuple[str, str, str]:
     return event_id, ids.previous(event_id), event_id
 
 
-def create_durable(
-    ctx: Context,
-    k: ChannelKeys,
-    name: str,
-    kind: str,
-    start: str,
-    filter: str | None,
-    max_deliveries: int | None = None,
-) -> Durable:
-    """Get or create; the stored spec wins, and must agree on kind and filter."""
-    spec, selector = ctx.executor.drive(creating(k, name, kind, start, filter, max_deliveries))
-    return Durable(ctx, k, name, spec, selector)
-
-
 def creating(
     k: ChannelKeys,
     name: str,
@@ -65,7 +51,8 @@ def creating(
     filter: str | None,
     max_deliveries: int | None,
 ) -> Flow[tuple[DurableSpec, Selector | None]]:
-    """Create the durable (or find the one stored); its spec and selector."""
+    """Create the durable, or find the one stored (its spec wins, and must agree on kind
+    and filter); its spec and selector."""
     spec, selector, create = new_spec(k, name, kind, start, filter, max_deliveries)
     stored = yield from run(create)
     check_stored(k, name, stored, spec)
@@ -89,7 +76,7 @@ def new_spec(
     max_deliveries: int | None,
 ) -> tuple[DurableSpec, Selector | None, Op[DurableSpec]]:
     """Check the options; the spec to store, its selector and the operation that creates
-    the durable (or returns the spec stored before). Shared by the asyncio client."""
+    the durable (or returns the spec stored before); the first step of `creating`."""
     names.durable_name(name)
     if kind not in KINDS:
         raise ConfigError(f"durable kind must be one of {', '.join(KINDS)}, got {kind!r}")
@@ -354,4 +341,4 @@ def _not_int(value: object) -> bool:
 
 
 __all__ = ["POOL", "Durable", "DurableCore", "DurableInfo", "DurableSpec", "Kind",
-           "create_durable", "creating", "load_durable", "loading"]  # fmt: skip
+           "creating", "load_durable", "loading"]  # fmt: skip

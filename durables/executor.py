@@ -28,7 +28,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from . import cluster, routing, scripts
 from .errors import ConnectionLostError
 from .link import Link, State, StateListener
-from .ops.flows import Flow, Recover, Send, step
+from .ops.flows import Effect, Flow, Recover, Send, walk
 from .replies import error_word, translate
 
 if TYPE_CHECKING:
@@ -178,24 +178,14 @@ class Executor:
 
     def drive(self, flow: Flow[T]) -> T:
         """Run a flow (`ops.flows`) to its end, performing each effect it yields."""
-        result: Any = None
-        error: BaseException | None = None
-        while True:
-            try:
-                effect = step(flow, result, error)
-            except StopIteration as done:
-                value: T = done.value
-                return value
-            result, error = None, None
-            try:
-                if isinstance(effect, Send):
-                    result = self.run_all(effect.ops, retry=effect.retry)
-                elif isinstance(effect, Recover):
-                    result = self.recover(effect.until)
-                else:
-                    result = effect.function(*effect.args)
-            except BaseException as exc:  # thrown into the flow at its `yield`
-                error = exc
+        return walk(flow, self._perform)
+
+    def _perform(self, effect: Effect) -> Any:
+        if isinstance(effect, Send):
+            return self.run_all(effect.ops, retry=effect.retry)
+        if isinstance(effect, Recover):
+            return self.recover(effect.until)
+        return effect.function(*effect.args)
 
     # -- scripts --------------------------------------------------------------------------
 

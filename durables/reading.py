@@ -19,7 +19,7 @@ import os
 import secrets
 import socket
 import time
-from abc import abstractmethod
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, suppress
 from typing import TYPE_CHECKING, Any, Protocol
@@ -43,6 +43,8 @@ class ReaderLoop(LeaseHolder):
     """What both kinds of reader share: the context, the lease, the outage loop."""
 
     stops_on_error = False
+    state: ExclusiveCursor | SharedHandout
+    """The kind's state machine: what to send next and what a reply means."""
 
     def __init__(self, ctx: BaseContext, k: ChannelKeys, lock: AbstractContextManager[Any]) -> None:
         self.ctx: BaseContext = ctx
@@ -67,6 +69,11 @@ class ReaderLoop(LeaseHolder):
             except ConnectionLostError:
                 if not (yield from recover(deadline)):
                     return []
+
+    @property
+    def discarded(self) -> int:
+        """Exact duplicates not handed out again."""
+        return self.state.discarded
 
     @abstractmethod
     def reattaching(self) -> Flow[None]:
@@ -101,21 +108,24 @@ class FetchReader(Protocol):
     ) -> Flow[None]: ...
 
 
-class Fetching:
+class Fetching(ABC):
     """What both clients' consumers share: the fetch loop and what it hands out."""
 
     auto_ack: bool
     reader: FetchReader
     _outstanding: list[Event]
 
+    @abstractmethod
     def _check_open(self) -> None:
-        raise NotImplementedError
+        """Refuse a closed consumer."""
 
+    @abstractmethod
     def ack_event(self, event: Event) -> Any:
-        raise NotImplementedError
+        """Acknowledge one event (awaitable on the asyncio client)."""
 
+    @abstractmethod
     def rollback_event(self, event: Event, delay_s: float = 0.0) -> Any:
-        raise NotImplementedError
+        """Hand one event back for redelivery (awaitable on the asyncio client)."""
 
     def fetching(self, timeout: float) -> Flow[list[Event]]:
         """The next events (waiting up to `timeout` seconds); [] if none came. With
@@ -160,15 +170,11 @@ class ExclusiveLoop(ReaderLoop):
     ) -> None:
         super().__init__(ctx, k, lock)
         self.token = f"{name}@{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
-        self.state = ExclusiveCursor(
+        self.state: ExclusiveCursor = ExclusiveCursor(
             k, durable, self.token, lease_ms=ctx.lease_ms, batch=ctx.settings.read_batch,
             selectors=selectors,
         )  # fmt: skip
         self._context = self.state.context
-
-    @property
-    def discarded(self) -> int:
-        return self.state.discarded
 
     def _lease(self) -> Lease:
         return Lease(self.token, self.state.renew(), self._on_lost)
@@ -257,13 +263,9 @@ class SharedLoop(ReaderLoop):
         self._on_notice = on_notice
         self.window = window
         self.id = f"{name}#{secrets.token_hex(4)}"
-        self.state = SharedHandout(k, durable, kind, self.id, window=window,
+        self.state: SharedHandout = SharedHandout(k, durable, kind, self.id, window=window,
                                    lease_ms=ctx.lease_ms, selector=selector)  # fmt: skip
         self._context = self.state.context
-
-    @property
-    def discarded(self) -> int:
-        return self.state.discarded
 
     def attaching(self, *, retry: bool = True) -> Flow[None]:
         """Join (or after an outage or a lapsed lease, join again) with this window."""

@@ -13,9 +13,9 @@ the same decisions on a cluster; they are here, once:
 
 The sequences are *plans*: generators that yield the steps to carry out (`Send`: one command
 through the cluster client; `OnNode`: a pipeline on one node's own connection) and are sent
-each step's reply, or have its error thrown in, and return the result. A `Walk` keeps a
-plan's place; each client carries the steps out, awaiting them or not: that is all the
-I/O there is.
+each step's reply, or have its error thrown in, and return the result. Each client carries
+the steps out with the loop that also drives its flows (`ops.flows.walk`, or
+`walk_awaited`): that is all the I/O there is.
 """
 
 from __future__ import annotations
@@ -89,44 +89,6 @@ class OnNode(Generic[N]):
 
 Step: TypeAlias = "Send | OnNode[Any]"
 Plan: TypeAlias = Generator[Step, Any, T]
-
-
-class Walk(Generic[T]):
-    """A plan under way: `step` is what to carry out next (None once the plan returned its
-    `result`); `reply` gives it the step's reply, `fail` throws the step's error in."""
-
-    def __init__(self, plan: Plan[T]) -> None:
-        self._plan = plan
-        self._result: T | None = None
-        self.step: Step | None = None
-        self._resume(lambda: next(plan))
-
-    def reply(self, value: Any) -> None:
-        self._resume(lambda: self._plan.send(value))
-
-    def fail(self, error: Exception) -> None:
-        self._resume(lambda: self._plan.throw(error))
-
-    def perform(self, carry_out: Callable[[Step], Any]) -> None:
-        """Carry out the next step with `carry_out` (blocking) and move on."""
-        assert self.step is not None
-        try:
-            value = carry_out(self.step)
-        except Exception as exc:
-            self.fail(exc)
-        else:
-            self.reply(value)
-
-    @property
-    def result(self) -> T:
-        assert self.step is None, "the plan is still under way"
-        return self._result  # type: ignore[return-value]
-
-    def _resume(self, resume: Callable[[], Step]) -> None:
-        try:
-            self.step = resume()
-        except StopIteration as done:
-            self.step, self._result = None, done.value
 
 
 def name(args: Command) -> str:
@@ -306,7 +268,6 @@ __all__ = [
     "Plan",
     "Send",
     "Step",
-    "Walk",
     "blocking",
     "by_node",
     "captured",

@@ -53,7 +53,8 @@ class Settings(BaseSettings):
     max_payload_bytes: int = Field(default=1 << 20, gt=0)
     """Largest payload `publish` accepts, in bytes."""
     lease_timeout_s: float = Field(default=15.0, gt=0.05, le=3600)
-    """A consumer that stops heart-beating for this long loses its lease."""
+    """A consumer that stops heart-beating for this long loses its lease; at least `block_s`
+    (a consumer blocked in a read receives events until the read ends)."""
     read_batch: int = Field(default=100, ge=1, le=10_000)
     """Events a consumer reads from the server in one round trip."""
     block_s: float = Field(default=1.0, gt=0, le=60)
@@ -103,6 +104,23 @@ class Settings(BaseSettings):
             raise ValueError(
                 f"socket_timeout_s ({self.socket_timeout_s:g}) must exceed block_s "
                 f"({self.block_s:g}): every idle blocking read would time out and reconnect"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _lease_outlasts_a_blocked_read(self) -> Settings:
+        # A serial consumer's blocking read through its tap goes in the same round trip as
+        # the fetch that renews its lease, so with block_s <= lease_timeout_s the read ends
+        # when that renewal runs out at the latest: equal is the boundary, and allowed (a
+        # lease of 1 s with the default block of 1 s is common in tests and demos). A
+        # longer block, and a consumer that stopped renewing (paused, its heartbeat cut
+        # off) would still be handed new events by the server after its lease lapsed and
+        # its events went to another consumer.
+        if self.lease_timeout_s < self.block_s:
+            raise ValueError(
+                f"lease_timeout_s ({self.lease_timeout_s:g}) must be at least block_s "
+                f"({self.block_s:g}): a consumer blocked in a read keeps receiving events "
+                "until the read ends, which is safe only while it holds its lease"
             )
         return self
 

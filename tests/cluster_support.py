@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from .ha_servers import Cluster
+from .ha_cluster import Cluster
 from .servers import server_binary
 
 DEPLOYMENTS = ("standalone", "cluster")

@@ -208,6 +208,8 @@ def test_unreachable_url_is_refused_quickly() -> None:
         {"nonsense": 1},
         {"socket_timeout_s": 1.0},  # not above block_s (1.0): idle reads would time out
         {"socket_timeout_s": 5.0, "block_s": 5.0},
+        {"lease_timeout_s": 0.5},  # below block_s (1.0): a blocked read outlives the lease
+        {"lease_timeout_s": 2.0, "block_s": 3.0},
     ],
 )
 def test_bad_settings_are_refused(setting: dict[str, object]) -> None:

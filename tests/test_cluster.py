@@ -17,7 +17,7 @@ from durables import ConfigError, metrics, scripts
 from durables.replies import raw
 
 from .conftest import FAST, Connect
-from .ha_servers import Cluster
+from .ha_cluster import Cluster
 from .helpers import fetch_all
 
 pytestmark = [pytest.mark.cluster, pytest.mark.both_clients]

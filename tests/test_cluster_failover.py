@@ -22,7 +22,7 @@ import durables
 
 from .checker import Checker
 from .conftest import FAST, SERVER_KIND, Connect
-from .ha_servers import Cluster
+from .ha_cluster import Cluster
 from .servers import server_binary
 from .test_cluster import one_channel_per_primary
 

@@ -14,7 +14,7 @@ import pytest
 import durables
 
 from .conftest import FAST, Connect
-from .ha_servers import Cluster
+from .ha_cluster import Cluster
 from .servers import server_binary
 
 pytestmark = [pytest.mark.cluster, pytest.mark.both_clients]

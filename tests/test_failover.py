@@ -21,7 +21,7 @@ import durables
 
 from .checker import Checker
 from .conftest import FAST, SERVER_KIND, Connect
-from .ha_servers import SentinelSet
+from .ha_sentinel import SentinelSet
 from .servers import server_binary
 
 pytestmark = [pytest.mark.slow, pytest.mark.both_clients]

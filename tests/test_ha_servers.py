@@ -1,4 +1,4 @@
-"""The Sentinel and Cluster fixtures of `ha_servers`, checked with plain redis-py.
+"""The Sentinel and Cluster fixtures (`ha_sentinel`, `ha_cluster`), checked with plain redis-py.
 
 Each test builds its own set (a sentinel set is 6 processes, a cluster 3 or 6) and
 tears it down whatever happens. Every wait is bounded; measured times are printed
@@ -18,7 +18,9 @@ from redis.cluster import RedisCluster
 from redis.sentinel import Sentinel
 
 from .conftest import SERVER_KIND
-from .ha_servers import Cluster, SentinelSet, is_running
+from .ha_cluster import Cluster
+from .ha_common import is_running
+from .ha_sentinel import SentinelSet
 from .servers import HOST, RedisProcess, server_binary
 
 pytestmark = pytest.mark.slow

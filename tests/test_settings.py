@@ -37,3 +37,9 @@ def test_a_bad_value_in_the_environment_is_a_config_error(
 
 def test_home_expands_the_user_directory() -> None:
     assert "~" not in str(load_settings(home="~/x").home_dir)
+
+
+def test_a_lease_shorter_than_a_blocked_read_is_refused() -> None:
+    with pytest.raises(ConfigError, match=r"lease_timeout_s \(0\.5\) must be at least block_s"):
+        load_settings(lease_timeout_s=0.5, block_s=1.0)
+    assert load_settings(lease_timeout_s=1.0, block_s=1.0).lease_timeout_s == 1.0  # equal: fine

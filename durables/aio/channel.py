@@ -8,9 +8,10 @@ from typing import TYPE_CHECKING, Any
 
 from .. import names
 from ..channel import DEFAULT_ACK_TIMEOUT_S, ChannelCore, finding, opening
+from ..durable import creating
 from ..events import Message, Properties
 from ..records import ChannelInfo, DurableInfo, Kind, Nack
-from .durable import AsyncDurable, create_durable, load_durable
+from .durable import AsyncDurable, load_durable
 
 if TYPE_CHECKING:
     from .context import AsyncContext
@@ -76,8 +77,8 @@ class AsyncChannel(ChannelCore):
         max_deliveries: int | None = None,
     ) -> AsyncDurable:
         """Get or create a durable; `DurableExistsError` if it exists with another kind/filter."""
-        return await create_durable(self.ctx, self.keys, name, kind, start, filter,
-                                    max_deliveries)  # fmt: skip
+        flow = creating(self.keys, name, kind, start, filter, max_deliveries)
+        return AsyncDurable(self.ctx, self.keys, name, *await self.executor.drive(flow))
 
     async def get_durable(self, name: str) -> AsyncDurable:
         names.durable_name(name)

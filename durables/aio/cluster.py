@@ -15,6 +15,7 @@ no node gives it a map it raises `RedisClusterException`, which here is a lost c
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Sequence
 from typing import Any, TypeAlias, TypeVar
 
@@ -25,6 +26,7 @@ from redis.exceptions import RedisClusterException, RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from .. import routing
+from ..ops.flows import walk_awaited
 
 T = TypeVar("T")
 AsyncServer: TypeAlias = "aioredis.Redis | RedisCluster"
@@ -49,15 +51,7 @@ async def pipeline(server: RedisCluster, commands: Sequence[Sequence[Any]]) -> l
 
 async def _run(server: RedisCluster, plan: routing.Plan[T]) -> T:
     """Carry out a plan's steps, awaiting each, its reply given back (an error thrown in)."""
-    walk = routing.Walk(plan)
-    while walk.step is not None:
-        try:
-            value = await _step(server, walk.step)
-        except Exception as exc:
-            walk.fail(exc)
-        else:
-            walk.reply(value)
-    return walk.result
+    return await walk_awaited(plan, functools.partial(_step, server))
 
 
 async def _step(server: RedisCluster, step: routing.Step) -> Any:

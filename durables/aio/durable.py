@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from ..durable import DurableCore, check_prefetch, creating, loading, subscription_window
+from ..durable import DurableCore, check_prefetch, loading, subscription_window
 from ..records import DeadLetter, DurableInfo, DurableSpec
 from ..selector import Selector
 from .consumer import AsyncConsumer, AsyncListener, AsyncSubscription
@@ -15,20 +15,6 @@ from .readers import AsyncExclusiveReader, AsyncReader, AsyncSharedReader
 if TYPE_CHECKING:
     from ..keys import ChannelKeys
     from .context import AsyncContext
-
-
-async def create_durable(
-    ctx: AsyncContext,
-    k: ChannelKeys,
-    name: str,
-    kind: str,
-    start: str,
-    filter: str | None,
-    max_deliveries: int | None = None,
-) -> AsyncDurable:
-    """Get or create; the stored spec wins, and must agree on kind and filter."""
-    found = await ctx.executor.drive(creating(k, name, kind, start, filter, max_deliveries))
-    return AsyncDurable(ctx, k, name, *found)
 
 
 async def load_durable(ctx: AsyncContext, k: ChannelKeys, name: str) -> AsyncDurable:
@@ -123,4 +109,4 @@ class AsyncDurable(DurableCore):
         return AsyncSubscription(consumer, listener, self.ctx.runtime).start()
 
 
-__all__ = ["AsyncDurable", "create_durable", "load_durable"]
+__all__ = ["AsyncDurable", "load_durable"]

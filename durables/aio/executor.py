@@ -12,9 +12,8 @@ the scripts again and increments `epoch`, so readers attach again. On a cluster 
 from __future__ import annotations
 
 import asyncio
-import inspect
 import logging
-from collections.abc import Sequence
+from collections.abc import Coroutine, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from redis.exceptions import NoScriptError, RedisError, ResponseError
@@ -23,7 +22,7 @@ from .. import routing, scripts
 from ..errors import ConnectionLostError
 from ..executor import LOST, lost, parse_all, wire
 from ..link import Link, State, StateListener
-from ..ops.flows import Flow, Recover, Send, step
+from ..ops.flows import Effect, Flow, Recover, Send, walk_awaited
 from ..replies import translate
 from . import cluster, transport
 
@@ -126,28 +125,18 @@ class AsyncExecutor:
                 raise
             return exc
 
-    async def drive(self, flow: Flow[T]) -> T:
-        """Run a flow (`ops.flows`) to its end, awaiting each effect it yields."""
-        result: Any = None
-        error: BaseException | None = None
-        while True:
-            try:
-                effect = step(flow, result, error)
-            except StopIteration as done:
-                value: T = done.value
-                return value
-            result, error = None, None
-            try:
-                if isinstance(effect, Send):
-                    result = await self.run_all(effect.ops, retry=effect.retry)
-                elif isinstance(effect, Recover):
-                    result = await self.recover(effect.until)
-                else:
-                    result = effect.function(*effect.args)
-                    if inspect.isawaitable(result):
-                        result = await result
-            except BaseException as exc:  # thrown into the flow at its `yield`
-                error = exc
+    def drive(self, flow: Flow[T]) -> Coroutine[Any, Any, T]:
+        """Run a flow (`ops.flows`) to its end, awaiting each effect it yields (to be
+        awaited: `walk_awaited`'s coroutine itself, one frame less per call)."""
+        return walk_awaited(flow, self._perform)
+
+    def _perform(self, effect: Effect) -> Any:
+        """The effect under way: a coroutine, or what a plain listener returned."""
+        if isinstance(effect, Send):
+            return self.run_all(effect.ops, retry=effect.retry)
+        if isinstance(effect, Recover):
+            return self.recover(effect.until)
+        return effect.function(*effect.args)
 
     # -- scripts --------------------------------------------------------------------------
 

@@ -8,36 +8,27 @@ and the read loops (wait, attach again after an outage) are the sync readers' to
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from contextlib import AbstractContextManager, nullcontext
+from contextlib import nullcontext
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ..reading import ExclusiveLoop, SharedLoop
+from ..reading import ExclusiveLoop, FetchReader, SharedLoop
 
 if TYPE_CHECKING:
     from ..events import Event
     from ..keys import ChannelKeys
     from ..ops.base import Op
-    from ..ops.flows import Flow
     from ..selector import Selector
     from .context import AsyncContext
     from .executor import AsyncExecutor
 
 
-class AsyncReader(Protocol):
-    """The server side of one attached asyncio consumer (see `durables.consumer.Reader`)."""
+class AsyncReader(FetchReader, Protocol):
+    """The server side of one attached asyncio consumer (see `durables.consumer.Reader`);
+    the fetch loop's part (`lock`, `reading`, `committing`) is `reading.FetchReader`."""
 
     stops_on_error: bool
     notices: list[str]
     executor: AsyncExecutor
-
-    @property
-    def lock(self) -> AbstractContextManager[Any]: ...
-
-    def reading(self, timeout: float) -> Flow[list[Event]]: ...
-
-    def committing(
-        self, events: Sequence[Event], *, defer: bool = False, retry: bool = True
-    ) -> Flow[None]: ...
 
     @property
     def discarded(self) -> int: ...

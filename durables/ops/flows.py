@@ -4,10 +4,10 @@ A read loop (attach again after an outage, fetch, wait, fetch again) or a sessio
 delivery round is more than one operation, with decisions between them. Written as a
 generator, it yields what it needs done (`Send` operations, `Recover` from an outage,
 `Call` the application's code) and receives the result, or has the error thrown in at the
-`yield`. The sync executor's `drive` performs each effect by blocking, the asyncio
-executor's by awaiting; the sequence itself, its retries and its state changes, exists
-once. Nothing here does I/O (the model is the sans-I/O protocol libraries, h11 and the
-like, with a generator in place of an explicit state machine).
+`yield`. The sync executor's `drive` performs each effect by blocking (`walk`), the
+asyncio executor's by awaiting (`walk_awaited`); the sequence itself, its retries and its
+state changes, exists once. Nothing here does I/O (the model is the sans-I/O protocol
+libraries, h11 and the like, with a generator in place of an explicit state machine).
 
 A flow is used as `replies = yield from send(ops)`, `ok = yield from recover(until)`,
 `yield from call(listener.on_event, event)`.
@@ -15,6 +15,7 @@ A flow is used as `replies = yield from send(ops)`, `ok = yield from recover(unt
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeAlias, TypeVar
@@ -22,6 +23,7 @@ from typing import Any, TypeAlias, TypeVar
 from .base import Op
 
 T = TypeVar("T")
+S = TypeVar("S")
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,10 +76,56 @@ def call(function: Callable[..., Any], *args: Any) -> Flow[Any]:
     return (yield Call(function, args))
 
 
-def step(flow: Flow[T], result: Any, error: BaseException | None) -> Effect:
-    """Resume `flow` with an effect's `result` (or its `error` thrown in at the `yield`);
-    the next effect. `StopIteration` carries the flow's return value, as for a generator."""
-    return flow.throw(error) if error is not None else flow.send(result)
+def walk(gen: Generator[S, Any, T], perform: Callable[[S], Any]) -> T:
+    """Run a generator to its end, blocking: each thing it yields (a flow's effect, a
+    cluster plan's step in `routing`) is carried out by `perform`, and the outcome given
+    back: the value sent in, or the error (any `BaseException`, an interrupt too) thrown in
+    at the `yield`. The sync client's drivers of flows and plans are this loop."""
+    value: Any = None
+    error: BaseException | None = None
+    while True:
+        try:
+            step = gen.send(value) if error is None else gen.throw(error)
+        except StopIteration as done:
+            result: T = done.value
+            return result
+        try:
+            value, error = perform(step), None
+        except BaseException as exc:  # thrown in at the next turn, outside this `except`
+            value, error = None, exc
 
 
-__all__ = ["Call", "Effect", "Flow", "Recover", "Send", "call", "recover", "run", "send", "step"]
+async def walk_awaited(gen: Generator[S, Any, T], perform: Callable[[S], Any]) -> T:
+    """`walk` for the asyncio client: what `perform` returns is awaited when it is
+    awaitable (a listener may be plain), and a cancellation is thrown in like any error.
+    The same loop as `walk`, written twice only because one blocks and one awaits."""
+    value: Any = None
+    error: BaseException | None = None
+    while True:
+        try:
+            step = gen.send(value) if error is None else gen.throw(error)
+        except StopIteration as done:
+            result: T = done.value
+            return result
+        try:
+            value = perform(step)
+            if inspect.isawaitable(value):
+                value = await value
+            error = None
+        except BaseException as exc:
+            value, error = None, exc
+
+
+__all__ = [
+    "Call",
+    "Effect",
+    "Flow",
+    "Recover",
+    "Send",
+    "call",
+    "recover",
+    "run",
+    "send",
+    "walk",
+    "walk_awaited",
+]
