@@ -109,13 +109,12 @@ class Settings(BaseSettings):
 
     @model_validator(mode="after")
     def _lease_outlasts_a_blocked_read(self) -> Settings:
-        # A serial consumer's blocking read through its tap goes in the same round trip as
-        # the fetch that renews its lease, so with block_s <= lease_timeout_s the read ends
-        # when that renewal runs out at the latest: equal is the boundary, and allowed (a
-        # lease of 1 s with the default block of 1 s is common in tests and demos). A
-        # longer block, and a consumer that stopped renewing (paused, its heartbeat cut
-        # off) would still be handed new events by the server after its lease lapsed and
-        # its events went to another consumer.
+        # A consumer blocked in a read is handed new events until the read ends: a serial
+        # consumer through its tap, an exclusive holder through its gate. Detaching a
+        # consumer whose lease lapsed closes its tap and taking over an exclusive durable
+        # deletes the holder's gate, which ends such a read; a block no longer than the
+        # lease keeps that the rare case (a paused process). Equal is the boundary, and
+        # allowed: a lease of 1 s with the default block of 1 s is common in tests and demos.
         if self.lease_timeout_s < self.block_s:
             raise ValueError(
                 f"lease_timeout_s ({self.lease_timeout_s:g}) must be at least block_s "
