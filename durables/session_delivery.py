@@ -19,11 +19,12 @@ import time
 from abc import abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from inspect import isawaitable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from .errors import ConfigError, ConnectionLostError, DurableNotFound, DurablesError
 from .ops import sessions as ops
-from .ops.flows import Flow, call, recover, run, send
+from .ops.flows import Flow, awaited, recover, run, send
 from .ops.sessions import SessionCursors
 
 if TYPE_CHECKING:
@@ -166,7 +167,13 @@ class DeliveryLoop:
             self.reading = False
         self.acks.clear()  # sent (after an outage they go with the first read again)
         for batch in self.cursors.on_read(replies[-1]):
-            yield from self._deliver(batch)
+            if batch.live_first:
+                yield from self._go_live(batch.channel)
+            acked = yield from self._deliver(batch)
+            self.cursors.handed(batch)
+            ack = self.cursors.ack(batch, acked)
+            if ack is not None:
+                self.acks.append(ack)
 
     def flushing_acks(self) -> Flow[None]:
         if self.acks:
@@ -174,28 +181,44 @@ class DeliveryLoop:
                 yield from send(self.acks, retry=False)
             self.acks.clear()
 
-    def _deliver(self, batch: Batch) -> Flow[None]:
+    def _deliver(self, batch: Batch) -> Flow[list[str]]:
+        """Hand a batch's events to the listeners of its channel; the ack-required events
+        handled, to acknowledge with the batch.
+
+        The listeners are called here, not through a `Call` effect each: a trip through the
+        driver per event and listener was most of a session's client time. Only what an
+        async listener returns goes to the driver (`awaited`), so the asyncio client still
+        finishes each listener before it calls the next."""
         channel = batch.channel
-        if batch.live_first:
-            yield from self._go_live(channel)
         acked: list[str] = []
         for event in batch.events:
-            if event.ack_required and not event.redelivered and self._too_late(event):
+            ack_required = event.ack_timeout_ms is not None
+            if ack_required and not event.redelivered and self._too_late(event):
                 yield from self._nack(event, "expired_before_sent")
                 continue
             if not event.replayed:
-                yield from self._go_live(channel)
-                if event.key is not None:
-                    self.cache(channel).apply_live(event.key, event.data, event.id, event.destroyed)
-            if event.ack_required:
+                if channel not in self.live:
+                    yield from self._go_live(channel)
+                self._cache_live(event)
+            if ack_required:
                 event.owner = self
-            handled = yield from self._call(channel, event)
-            if handled and event.ack_required and self.auto_ack:
+            handled = True
+            for listener in self.listeners(channel):
+                try:
+                    returned = listener.on_event(event)
+                    if returned is not None and isawaitable(returned):
+                        yield from awaited(returned)
+                except Exception:
+                    handled = False
+                    log.exception("session listener failed on event %s of %r", event.id, channel)
+            if handled and ack_required and self.auto_ack:
                 acked.append(event.id)
-        self.cursors.handed(batch)
-        ack = self.cursors.ack(batch, acked)
-        if ack is not None:
-            self.acks.append(ack)
+        return acked
+
+    def _cache_live(self, event: Event) -> None:
+        """A live event updates the local cache (a replayed one never does)."""
+        if event.key is not None:
+            self.cache(event.channel).apply_live(event.key, event.data, event.id, event.destroyed)
 
     def _too_late(self, event: Event) -> bool:
         sent_ms = int(event.id.partition("-")[0])
@@ -218,17 +241,6 @@ class DeliveryLoop:
             "unacknowledged is sent again after a reconnect, or nacked at its timeout"
         )
 
-    def _call(self, channel: str, event: Event) -> Flow[bool]:
-        """Hand the event to every listener; False if one raised."""
-        ok = True
-        for listener in self.listeners(channel):
-            try:
-                yield from call(listener.on_event, event)
-            except Exception:
-                ok = False
-                log.exception("session listener failed on event %s of %r", event.id, channel)
-        return ok
-
     def _go_live(self, channel: str) -> Flow[None]:
         if channel in self.live:
             return
@@ -238,7 +250,9 @@ class DeliveryLoop:
             if after is None:
                 continue
             try:
-                yield from call(after, channel)
+                returned = after(channel)
+                if returned is not None and isawaitable(returned):
+                    yield from awaited(returned)
             except Exception:
                 log.exception("after_region_live failed for %r", channel)
 

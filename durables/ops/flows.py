@@ -10,7 +10,9 @@ once. Nothing here does I/O (the model is the sans-I/O protocol libraries, h11 a
 like, with a generator in place of an explicit state machine).
 
 A flow is used as `replies = yield from send(ops)`, `ok = yield from recover(until)`,
-`yield from call(listener.on_event, event)`.
+`yield from call(listener.on_event, event)`; a flow that calls application code itself
+(a session's delivery, once per event) hands only an awaitable result to the driver,
+`yield from awaited(returned)`.
 """
 
 from __future__ import annotations
@@ -74,10 +76,22 @@ def call(function: Callable[..., Any], *args: Any) -> Flow[Any]:
     return (yield Call(function, args))
 
 
+def awaited(returned: Any) -> Flow[Any]:
+    """What application code called by the flow itself returned, when that is awaitable
+    (an async listener's coroutine): the asyncio driver awaits it and the result is the
+    awaited value; the sync driver hands it back as it is."""
+    return (yield Call(_same, (returned,)))
+
+
+def _same(value: Any) -> Any:
+    return value
+
+
 def step(flow: Flow[T], result: Any, error: BaseException | None) -> Effect:
     """Resume `flow` with an effect's `result` (or its `error` thrown in at the `yield`);
     the next effect. `StopIteration` carries the flow's return value, as for a generator."""
     return flow.throw(error) if error is not None else flow.send(result)
 
 
-__all__ = ["Call", "Effect", "Flow", "Recover", "Send", "call", "recover", "run", "send", "step"]
+__all__ = ["Call", "Effect", "Flow", "Recover", "Send", "awaited", "call", "recover", "run", "send",
+           "step"]  # fmt: skip
