@@ -102,7 +102,7 @@ class SessionCore:
         """Replaced, never changed in place: the delivery iterates them without a copy."""
         self._listeners_lock = threading.Lock()
         self._state_listeners: list[StateListener] = []
-        self._delivery: DeliveryLoop | None = None
+        self._delivery: DeliveryLoop[Any] | None = None
         self._state: SessionState = "disconnected"
         self._lock = lock
         self.markers: dict[str, str] = {}
