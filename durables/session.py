@@ -99,12 +99,14 @@ class Session(SessionCore):
         if self._delivery is not None:
             return
         interests = self.executor.drive(self.marking())
-        self._delivery = Delivery(
+        delivery = Delivery(
             self.ctx, self.id, interests, self.markers, self.listeners,
             self.cache, outage=self.lost_connection, resume=self.resuming,
             queue_gone=self.queue_gone, batch=self.recovery_buffer, auto_ack=self.auto_ack,
             clock_offset_ms=self._clock_offset_ms,
         )  # fmt: skip
+        self._delivery = delivery
+        delivery.start()
 
     def put(self, channel: str, key: str, value: Any) -> str:
         """Publish `value` for `key` and put it in the local cache; returns the event id."""

@@ -13,6 +13,7 @@ import contextlib
 import logging
 import re
 import secrets
+import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager
@@ -97,9 +98,11 @@ class SessionCore:
         self._timeout_ms = int(timeout * 1000)
         self._clock_offset_ms = 0
         self._caches: dict[str, LocalCache] = {}
-        self._listeners: dict[str, list[Any]] = {}
+        self._listeners: dict[str, tuple[Any, ...]] = {}
+        """Replaced, never changed in place: the delivery iterates them without a copy."""
+        self._listeners_lock = threading.Lock()
         self._state_listeners: list[StateListener] = []
-        self._delivery: DeliveryLoop | None = None
+        self._delivery: DeliveryLoop[Any] | None = None
         self._state: SessionState = "disconnected"
         self._lock = lock
         self.markers: dict[str, str] = {}
@@ -308,14 +311,18 @@ class SessionCore:
     def add_listener(self, channel: str, listener: Any) -> None:
         """`listener.on_event(event)` (or `listener(event)`, for a function) for each event;
         `after_region_live(channel)` if it has it."""
-        self._listeners.setdefault(channel, []).append(as_listener(listener))
+        added = as_listener(listener)
+        with self._listeners_lock:
+            self._listeners[channel] = (*self._listeners.get(channel, ()), added)
 
-    def listeners(self, channel: str) -> list[Any]:
-        return list(self._listeners.get(channel, ()))
+    def listeners(self, channel: str) -> tuple[Any, ...]:
+        """The channel's listeners (called for every event: no copy, no lock)."""
+        return self._listeners.get(channel, ())
 
     def cache(self, channel: str) -> LocalCache:
         """The local cache of a channel; reads work while disconnected."""
-        return self._caches.setdefault(channel, LocalCache(channel))
+        cache = self._caches.get(channel)  # one is made only once (called for live events)
+        return cache if cache is not None else self._caches.setdefault(channel, LocalCache(channel))
 
     def marking(self) -> Flow[dict[str, Interest]]:
         """Place the replay markers (on every interested channel); the interests to deliver."""

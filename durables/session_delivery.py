@@ -19,16 +19,17 @@ import time
 from abc import abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from inspect import isawaitable
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
+from .context import BaseContext, Context
 from .errors import ConfigError, ConnectionLostError, DurableNotFound, DurablesError
 from .ops import sessions as ops
-from .ops.flows import Flow, call, recover, run, send
+from .ops.flows import Flow, awaited, recover, run, send
 from .ops.sessions import SessionCursors
 
 if TYPE_CHECKING:
     from .cache import LocalCache
-    from .context import BaseContext, Context
     from .events import Event
     from .ops.base import Op
     from .ops.sessions import Batch
@@ -77,10 +78,14 @@ def interest_matches(interest: Interest, key: str | None) -> bool:
     return interest.regex is not None and re.fullmatch(interest.regex, key) is not None
 
 
-class DeliveryLoop:
+C = TypeVar("C", bound=BaseContext)
+
+
+class DeliveryLoop(Generic[C]):
     """What one live session's delivery does, for both clients: read every interested
     channel, replay then go live, call the listeners, acknowledge, ride out outages. The
-    sync `Delivery` drives it on a thread, `durables.aio.session.AsyncDelivery` on a task.
+    sync `Delivery` drives it on a thread, `durables.aio.session.AsyncDelivery` on a task;
+    `C` is the client's context.
 
     The session's hooks: `outage()` when the connection broke, the flows `resume()` when
     the server answers again and `queue_gone()` when a queue vanished.
@@ -88,7 +93,7 @@ class DeliveryLoop:
 
     def __init__(
         self,
-        ctx: BaseContext,
+        ctx: C,
         session_id: str,
         interests: dict[str, Interest],
         markers: dict[str, str],
@@ -102,7 +107,7 @@ class DeliveryLoop:
         auto_ack: bool,
         clock_offset_ms: int,
     ) -> None:
-        self.ctx: BaseContext = ctx
+        self.ctx = ctx
         self.session_id = session_id
         self.auto_ack = auto_ack
         self.clock_offset_ms = clock_offset_ms
@@ -116,6 +121,8 @@ class DeliveryLoop:
         self.cache = cache
         self.live: set[str] = set()
         self.error: BaseException | None = None
+        self.stopping = False
+        """Set when the session closes: the delivery ends after the round under way."""
         self.reading = False
         """A read is under way (the asyncio delivery may cancel it on close)."""
         self.acks: list[Op[Any]] = []
@@ -123,15 +130,12 @@ class DeliveryLoop:
         per batch, as a hand-written reader does) or when the delivery stops."""
 
     @abstractmethod
-    def stopped(self) -> bool: ...
-
-    @abstractmethod
     def ack_event(self, event: Event) -> Any:
         """An ack-required event acknowledged by the application."""
 
     def running(self) -> Flow[None]:
         try:
-            while not self.stopped():
+            while not self.stopping:
                 try:
                     yield from self._round()
                 except ConnectionLostError:
@@ -148,7 +152,7 @@ class DeliveryLoop:
         """Wait for the server (a slice at a time, so a stop stays prompt), let the session
         resume, then read the in-flight events again."""
         self._outage()
-        while not self.stopped():
+        while not self.stopping:
             if (yield from recover(self.ctx.clock() + self.ctx.settings.block_s)):
                 try:
                     yield from self._resume()
@@ -166,7 +170,13 @@ class DeliveryLoop:
             self.reading = False
         self.acks.clear()  # sent (after an outage they go with the first read again)
         for batch in self.cursors.on_read(replies[-1]):
-            yield from self._deliver(batch)
+            if batch.live_first:
+                yield from self._go_live(batch.channel)
+            acked = yield from self._deliver(batch)
+            self.cursors.handed(batch)
+            ack = self.cursors.ack(batch, acked)
+            if ack is not None:
+                self.acks.append(ack)
 
     def flushing_acks(self) -> Flow[None]:
         if self.acks:
@@ -174,28 +184,44 @@ class DeliveryLoop:
                 yield from send(self.acks, retry=False)
             self.acks.clear()
 
-    def _deliver(self, batch: Batch) -> Flow[None]:
+    def _deliver(self, batch: Batch) -> Flow[list[str]]:
+        """Hand a batch's events to the listeners of its channel; the ack-required events
+        handled, to acknowledge with the batch.
+
+        The listeners are called here, not through a `Call` effect each: a trip through the
+        driver per event and listener was most of a session's client time. Only what an
+        async listener returns goes to the driver (`awaited`), so the asyncio client still
+        finishes each listener before it calls the next."""
         channel = batch.channel
-        if batch.live_first:
-            yield from self._go_live(channel)
         acked: list[str] = []
         for event in batch.events:
-            if event.ack_required and not event.redelivered and self._too_late(event):
+            ack_required = event.ack_timeout_ms is not None
+            if ack_required and not event.redelivered and self._too_late(event):
                 yield from self._nack(event, "expired_before_sent")
                 continue
             if not event.replayed:
-                yield from self._go_live(channel)
-                if event.key is not None:
-                    self.cache(channel).apply_live(event.key, event.data, event.id, event.destroyed)
-            if event.ack_required:
+                if channel not in self.live:
+                    yield from self._go_live(channel)
+                self._cache_live(event)
+            if ack_required:
                 event.owner = self
-            handled = yield from self._call(channel, event)
-            if handled and event.ack_required and self.auto_ack:
+            handled = True
+            for listener in self.listeners(channel):
+                try:
+                    returned = listener.on_event(event)
+                    if returned is not None and isawaitable(returned):
+                        yield from awaited(returned)
+                except Exception:
+                    handled = False
+                    log.exception("session listener failed on event %s of %r", event.id, channel)
+            if handled and ack_required and self.auto_ack:
                 acked.append(event.id)
-        self.cursors.handed(batch)
-        ack = self.cursors.ack(batch, acked)
-        if ack is not None:
-            self.acks.append(ack)
+        return acked
+
+    def _cache_live(self, event: Event) -> None:
+        """A live event updates the local cache (a replayed one never does)."""
+        if event.key is not None:
+            self.cache(event.channel).apply_live(event.key, event.data, event.id, event.destroyed)
 
     def _too_late(self, event: Event) -> bool:
         sent_ms = int(event.id.partition("-")[0])
@@ -218,17 +244,6 @@ class DeliveryLoop:
             "unacknowledged is sent again after a reconnect, or nacked at its timeout"
         )
 
-    def _call(self, channel: str, event: Event) -> Flow[bool]:
-        """Hand the event to every listener; False if one raised."""
-        ok = True
-        for listener in self.listeners(channel):
-            try:
-                yield from call(listener.on_event, event)
-            except Exception:
-                ok = False
-                log.exception("session listener failed on event %s of %r", event.id, channel)
-        return ok
-
     def _go_live(self, channel: str) -> Flow[None]:
         if channel in self.live:
             return
@@ -238,56 +253,34 @@ class DeliveryLoop:
             if after is None:
                 continue
             try:
-                yield from call(after, channel)
+                returned = after(channel)
+                if returned is not None and isawaitable(returned):
+                    yield from awaited(returned)
             except Exception:
                 log.exception("after_region_live failed for %r", channel)
 
 
-class Delivery(DeliveryLoop):
-    """The thread that feeds one live session's listeners and caches."""
+class Delivery(DeliveryLoop[Context]):
+    """The thread that feeds one live session's listeners and caches (from `start()`)."""
 
-    def __init__(
-        self,
-        ctx: Context,
-        session_id: str,
-        interests: dict[str, Interest],
-        markers: dict[str, str],
-        listeners: Callable[[str], Sequence[SessionListener]],
-        cache: Callable[[str], LocalCache],
-        *,
-        outage: Callable[[], None],
-        resume: Callable[[], Flow[None]],
-        queue_gone: Callable[[], Flow[None]],
-        batch: int | None = None,
-        auto_ack: bool = True,
-        clock_offset_ms: int = 0,
-    ) -> None:
-        super().__init__(
-            ctx, session_id, interests, markers, listeners, cache, outage=outage,
-            resume=resume, queue_gone=queue_gone, batch=batch, auto_ack=auto_ack,
-            clock_offset_ms=clock_offset_ms,
-        )  # fmt: skip
-        self.executor = ctx.executor
-        self.runtime = ctx.runtime
-        self._stop = threading.Event()
+    _thread: threading.Thread | None = None
+
+    def start(self) -> None:
         self._thread = threading.Thread(
-            target=self.executor.drive, args=(self.running(),), name=f"durables-{session_id}",
-            daemon=True,
+            target=self.ctx.executor.drive, args=(self.running(),),
+            name=f"durables-{self.session_id}", daemon=True,
         )  # fmt: skip
-        ctx.runtime.own(self)
+        self.ctx.runtime.own(self)
         self._thread.start()
 
-    def stopped(self) -> bool:
-        return self._stop.is_set()
-
     def stop(self) -> None:
-        self._stop.set()
-        if threading.current_thread() is not self._thread:
+        self.stopping = True
+        if self._thread is not None and threading.current_thread() is not self._thread:
             self._thread.join()
-        self.runtime.disown(self)
+        self.ctx.runtime.disown(self)
 
     close = stop
 
     def ack_event(self, event: Event) -> None:
         """An ack-required event acknowledged by the application."""
-        self.executor.run(self.ack_op(event))
+        self.ctx.executor.run(self.ack_op(event))

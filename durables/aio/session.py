@@ -121,7 +121,7 @@ class AsyncSession(SessionCore):
         await self.close(keepalive=True)
 
 
-class AsyncDelivery(DeliveryLoop):
+class AsyncDelivery(DeliveryLoop["AsyncContext"]):
     """The task that feeds one live session's listeners and caches: the delivery loop of
     `durables.session_delivery`, awaited."""
 
@@ -134,12 +134,8 @@ class AsyncDelivery(DeliveryLoop):
         )  # fmt: skip
         self.executor = session.executor
         self.runtime = session.ctx.runtime
-        self._stop = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._acks: set[asyncio.Task[Any]] = set()
-
-    def stopped(self) -> bool:
-        return self._stop.is_set()
 
     def start(self) -> None:
         self.runtime.own(self)
@@ -148,7 +144,7 @@ class AsyncDelivery(DeliveryLoop):
         )
 
     async def close(self) -> None:
-        self._stop.set()
+        self.stopping = True
         if self._task is not None and self._task is not asyncio.current_task():
             if self.reading:
                 self._task.cancel()  # a blocked read ends at once; nothing half-delivered

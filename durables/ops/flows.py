@@ -10,7 +10,9 @@ state changes, exists once. Nothing here does I/O (the model is the sans-I/O pro
 libraries, h11 and the like, with a generator in place of an explicit state machine).
 
 A flow is used as `replies = yield from send(ops)`, `ok = yield from recover(until)`,
-`yield from call(listener.on_event, event)`.
+`yield from call(listener.on_event, event)`; a flow that calls application code itself
+(a session's delivery, once per event) hands only an awaitable result to the driver,
+`yield from awaited(returned)`.
 """
 
 from __future__ import annotations
@@ -76,6 +78,17 @@ def call(function: Callable[..., Any], *args: Any) -> Flow[Any]:
     return (yield Call(function, args))
 
 
+def awaited(returned: Any) -> Flow[Any]:
+    """What application code called by the flow itself returned, when that is awaitable
+    (an async listener's coroutine): the asyncio driver awaits it and the result is the
+    awaited value; the sync driver hands it back as it is."""
+    return (yield Call(_same, (returned,)))
+
+
+def _same(value: Any) -> Any:
+    return value
+
+
 def walk(gen: Generator[S, Any, T], perform: Callable[[S], Any]) -> T:
     """Run a generator to its end, blocking: each thing it yields (a flow's effect, a
     cluster plan's step in `routing`) is carried out by `perform`, and the outcome given
@@ -122,6 +135,7 @@ __all__ = [
     "Flow",
     "Recover",
     "Send",
+    "awaited",
     "call",
     "recover",
     "run",
