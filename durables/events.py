@@ -173,10 +173,48 @@ def encode_properties(properties: Properties | None) -> bytes:
 
 
 Encoded = tuple[bytes, bytes, bytes, bytes, bytes]
-"""The five ARGV values `publish.lua` takes per event: data, key, properties, op and the
-producer's message id."""
-PER_EVENT = 5
+"""One event, checked: data, key, properties, op and the producer's message id ('' for
+none); `Batch` packs it as `publish.lua` takes it."""
 MAX_MESSAGE_ID = 200
+SHAPE_DATA, SHAPE_PROPS, SHAPE_KEYED, SHAPE_FULL = b"d", b"p", b"k", b"x"
+
+
+class Batch:
+    """Events as `publish.lua` takes them: a shape letter per event and only the values
+    that letter names. Most events carry just a payload and perhaps properties, so they
+    take one or two values instead of five: less for redis-py to pack, for the server to
+    parse and for the script to read."""
+
+    __slots__ = ("shape", "values")
+
+    def __init__(self) -> None:
+        self.shape = bytearray()
+        self.values: list[bytes] = []
+
+    def __len__(self) -> int:
+        return len(self.shape)
+
+    def add(self, encoded: Encoded) -> None:
+        data, key, props, op, mid = encoded
+        if op or mid:
+            self.shape += SHAPE_FULL
+            self.values += encoded
+        elif key:
+            self.shape += SHAPE_KEYED
+            self.values += (data, key, props)
+        elif props:
+            self.shape += SHAPE_PROPS
+            self.values += (data, props)
+        else:
+            self.shape += SHAPE_DATA
+            self.values.append(data)
+
+    @classmethod
+    def of(cls, *events: Encoded) -> Batch:
+        batch = cls()
+        for encoded in events:
+            batch.add(encoded)
+        return batch
 
 
 def tombstone(key: str) -> Encoded:

@@ -7,6 +7,7 @@ from typing import Any
 
 from .. import keys
 from ..errors import ChannelNotFound
+from ..events import Batch
 from ..records import ChannelInfo
 from .base import Op, as_bool, command, script, text, texts
 
@@ -35,14 +36,12 @@ def _ids(reply: Any) -> list[str]:
     return [i.decode() for i in reply]
 
 
-def publish(
-    k: keys.ChannelKeys, count: int, parts: Sequence[bytes], dedupe_window_ms: int = 0
-) -> Op[list[str]]:
-    """`count` events, five encoded values each (`events.encode_event`); their ids."""
+def publish(k: keys.ChannelKeys, batch: Batch, dedupe_window_ms: int = 0) -> Op[list[str]]:
+    """The events of `batch` (`events.Batch`: a shape letter per event, its values); their ids."""
     script_keys = (k.stream, k.meta, k.last_values, k.last_ids, k.session_trips,
                    k.session_limits, k.overflowed, k.message_ids, k.message_times)  # fmt: skip
-    return script("publish", script_keys, (count, dedupe_window_ms, *parts), parse=_ids,
-                  context=f"publish to {k.channel!r}")  # fmt: skip
+    return script("publish", script_keys, (dedupe_window_ms, bytes(batch.shape), *batch.values),
+                  parse=_ids, context=f"publish to {k.channel!r}")  # fmt: skip
 
 
 def last_values(k: keys.ChannelKeys) -> list[Op[Any]]:
