@@ -25,8 +25,11 @@
 -- ARGV[3..] the events' values, in order.
 -- Returns  the event ids, in order.
 -- Errors   NOCHANNEL (no meta: the channel was deleted), FULL <capacity> (rule 'reject').
--- The meta hash counts the events ever published ('published'); sessions whose queue may
--- have reached its limit are checked (lib/queue_limits.lua).
+-- While a session has a queue limit on the channel (a trip point), the meta hash counts
+-- the events published ('published') and sessions whose queue may have reached its
+-- limit are checked (lib/queue_limits.lua). Trip points are relative to that count, so it
+-- need not move while there are none: a publish then writes nothing but its events (one
+-- write for the server to log and pass to replicas, not a transaction of several).
 --@include clock
 --@include queue_limits
 local meta = redis.call('HMGET', KEYS[2], 'created_ms', 'capacity', 'full', 'keyed')
@@ -114,7 +117,9 @@ end
 if capacity and meta[3] == 'drop_oldest' then
   call('XTRIM', stream, 'MAXLEN', capacity)
 end
-local published = call('HINCRBY', KEYS[2], 'published', n)
-check_trips({stream = stream, meta = KEYS[2], trips = KEYS[5], limits = KEYS[6],
-  overflowed = KEYS[7]}, published)
+if call('EXISTS', KEYS[5]) == 1 then  -- a session has a queue limit here
+  local published = call('HINCRBY', KEYS[2], 'published', n)
+  check_trips({stream = stream, meta = KEYS[2], trips = KEYS[5], limits = KEYS[6],
+    overflowed = KEYS[7]}, published)
+end
 return ids
