@@ -14,7 +14,7 @@ from .ids import normal
 from .ops import channels as ops
 from .ops import sessions as session_ops
 from .ops.flows import Flow, run, send
-from .publishing import MAX_BATCH, pack, publish_batches, publish_encoded
+from .publishing import MAX_BATCH, packed, publish_batches, publish_encoded
 from .records import ChannelInfo, DurableInfo, FullPolicy, Kind, Nack
 from .retention import delete_channel, trim_channel
 
@@ -63,7 +63,7 @@ class ChannelCore:
             if type(m) is not Message and not isinstance(m, Message):
                 raise PayloadError(f"publish_many takes durables.Message objects, got {m!r:.60}")
             encoded.append(encode_event(m.data, m.key, m.properties, limit, b"", m.message_id))
-        return publish_batches(self.ctx, self.keys, pack(encoded))
+        return publish_batches(self.ctx, self.keys, packed(encoded))
 
     def removing_key(self, key: str) -> Flow[list[str]]:
         return publish_encoded(self.ctx, self.keys, Batch.of(tombstone(check_key(key))))

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from .events import encode_event
 from .ops import durables as ops
 from .ops.flows import Flow, run
-from .publishing import pack, publish_batches
+from .publishing import packed, publish_batches
 from .records import DeadLetter
 
 if TYPE_CHECKING:
@@ -43,7 +43,7 @@ def replay(ctx: BaseContext, k: ChannelKeys, durable: str, count: int | None = N
                      limit)
         for d in letters
     ]  # fmt: skip
-    yield from publish_batches(ctx, k, pack(encoded))
+    yield from publish_batches(ctx, k, packed(encoded))
     yield from run(ops.drop_dead_letters(k, durable, [d.id for d in letters]))
     return len(letters)
 

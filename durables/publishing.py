@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from .errors import ChannelFullError, ReplicationError
-from .events import SHAPE_DATA, SHAPE_FULL, SHAPE_KEYED, SHAPE_PROPS, Batch, Encoded
+from .events import Batch, Encoded, pack
 from .ops import channels as channel_ops
 from .ops.flows import Flow, run, send
 from .retention import trim_channel
@@ -66,37 +66,13 @@ def _publish(
     return list(ids)
 
 
-def pack(events: Iterable[Encoded]) -> list[Batch]:
-    """Encoded events in batches of `MAX_BATCH`, one script call each (`Batch.add`, inlined:
-    this loop is most of a batch publish's client time)."""
-    batches: list[Batch] = []
-    batch = Batch()
-    shape, values = batch.shape, batch.values
-    for encoded in events:
-        if len(shape) == MAX_BATCH:
-            batches.append(batch)
-            batch = Batch()
-            shape, values = batch.shape, batch.values
-        data, key, props, op, mid = encoded
-        if op or mid:
-            shape += SHAPE_FULL
-            values += encoded
-        elif key:
-            shape += SHAPE_KEYED
-            values += (data, key, props)
-        elif props:
-            shape += SHAPE_PROPS
-            values += (data, props)
-        else:
-            shape += SHAPE_DATA
-            values.append(data)
-    if shape:
-        batches.append(batch)
-    return batches
+def packed(events: Iterable[Encoded]) -> list[Batch]:
+    """Encoded events in batches of `MAX_BATCH`, one script call each."""
+    return pack(events, MAX_BATCH)
 
 
 def publish_batches(ctx: BaseContext, k: ChannelKeys, batches: list[Batch]) -> Flow[list[str]]:
-    """Store packed events (`pack`), one batch after the other; all their ids."""
+    """Store packed events (`packed`), one batch after the other; all their ids."""
     ids: list[str] = []
     for batch in batches:
         ids += yield from publish_encoded(ctx, k, batch)

@@ -12,7 +12,7 @@ from redis.exceptions import NoPermissionError, ResponseError
 
 import durables
 from durables import ConnectionLostError, DurableNotFound, LeaseLostError, keys, scripts
-from durables.events import Batch
+from durables.events import Batch, pack
 from durables.ops import channels, sessions
 from durables.ops import durables as durable_ops
 from durables.ops.base import Op, command
@@ -69,6 +69,14 @@ def test_a_batch_sends_each_event_with_only_the_values_its_shape_names() -> None
         0, b"dpkxx", b"plain", b"with-props", b'{"n":1}', b"keyed", b"k1", b"",
         b"", b"k1", b"", b"destroy", b"", b"acked", b"", b"", b"ack:500", b"",
     )  # fmt: skip
+
+
+def test_events_are_packed_in_order_into_batches_of_at_most_the_size() -> None:
+    plain, keyed = (b"a", b"", b"", b"", b""), (b"b", b"k", b"", b"", b"")
+    batches = pack([plain, keyed, plain, keyed, plain], 2)
+    assert [bytes(b.shape) for b in batches] == [b"dk", b"dk", b"d"]
+    assert [b.values for b in batches] == [[b"a", b"b", b"k", b""]] * 2 + [[b"a"]]
+    assert pack([], 2) == []
 
 
 def test_script_shas_are_the_sha1_of_the_spliced_source() -> None:
