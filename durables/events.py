@@ -116,7 +116,8 @@ class Event:
 
 
 _JSON = json.JSONEncoder(separators=(",", ":"), allow_nan=False).encode
-_SCALARS = frozenset({str, int, float, bool})
+_PLAIN = frozenset({str, int, bool})
+"""Property value types that need no closer look (a float must be finite)."""
 
 
 def encode_data(data: Any) -> bytes:
@@ -159,17 +160,21 @@ def encode_properties(properties: Properties | None) -> bytes:
     for name, value in properties.items():
         if type(name) is not str or not name:
             raise PayloadError(f"property names must be non-empty str, got {name!r}")
-        kind = type(value)
-        if kind not in _SCALARS and not isinstance(value, str | int | float | bool):
-            raise PayloadError(
-                f"property {name!r} is {type(value).__name__}; use str, int, float or bool"
-            )
-        if isinstance(value, float) and not math.isfinite(value):
-            raise PayloadError(f"property {name!r} is {value}; only finite numbers are allowed")
+        if type(value) not in _PLAIN:  # a float, a subclass, or refused: looked at closer
+            _check_value(name, value)
     try:
         return orjson.dumps(properties)
     except orjson.JSONEncodeError as exc:  # an integer beyond 64 bits
         raise PayloadError(f"properties cannot be stored: {exc}") from None
+
+
+def _check_value(name: str, value: object) -> None:
+    if not isinstance(value, str | int | float | bool):
+        raise PayloadError(
+            f"property {name!r} is {type(value).__name__}; use str, int, float or bool"
+        )
+    if isinstance(value, float) and not math.isfinite(value):
+        raise PayloadError(f"property {name!r} is {value}; only finite numbers are allowed")
 
 
 Encoded = tuple[bytes, bytes, bytes, bytes, bytes]
