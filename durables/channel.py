@@ -9,12 +9,12 @@ from typing import TYPE_CHECKING, Any
 from . import names
 from .durable import Durable, DurableCore, creating, load_durable, loading
 from .errors import ChannelNotFound, ConfigError, PayloadError
-from .events import Message, Properties, ack_op, check_key, encode_event, tombstone
+from .events import Batch, Encoded, Message, Properties, ack_op, check_key, encode_event, tombstone
 from .ids import normal
 from .ops import channels as ops
 from .ops import sessions as session_ops
 from .ops.flows import Flow, run, send
-from .publishing import MAX_BATCH, publish_encoded, publish_flat
+from .publishing import MAX_BATCH, packed, publish_batches, publish_encoded
 from .records import ChannelInfo, DurableInfo, FullPolicy, Kind, Nack
 from .retention import delete_channel, trim_channel
 
@@ -51,22 +51,22 @@ class ChannelCore:
         op = ack_op(ack_timeout) if ack_required else b""
         encoded = encode_event(data, key, properties, limit, op, message_id)
         return publish_encoded(
-            self.ctx, self.keys, 1, encoded, replicas=_replicas(replicas),
+            self.ctx, self.keys, Batch.of(encoded), replicas=_replicas(replicas),
             replica_timeout_s=_positive("replica_timeout", replica_timeout),
         )  # fmt: skip
 
     def publishing_many(self, messages: Iterable[Message]) -> Flow[list[str]]:
         """Every message is checked (and encoded) before any is stored."""
         limit = self.ctx.settings.max_payload_bytes
-        flat: list[bytes] = []
+        encoded: list[Encoded] = []
         for m in messages:
             if type(m) is not Message and not isinstance(m, Message):
                 raise PayloadError(f"publish_many takes durables.Message objects, got {m!r:.60}")
-            flat += encode_event(m.data, m.key, m.properties, limit, b"", m.message_id)
-        return publish_flat(self.ctx, self.keys, flat)
+            encoded.append(encode_event(m.data, m.key, m.properties, limit, b"", m.message_id))
+        return publish_batches(self.ctx, self.keys, packed(encoded))
 
     def removing_key(self, key: str) -> Flow[list[str]]:
-        return publish_encoded(self.ctx, self.keys, 1, list(tombstone(check_key(key))))
+        return publish_encoded(self.ctx, self.keys, Batch.of(tombstone(check_key(key))))
 
     def reading_nacks(self, count: int | None) -> Flow[list[Nack]]:
         return run(session_ops.nacks(self.keys, count))

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from .events import encode_event
 from .ops import durables as ops
 from .ops.flows import Flow, run
-from .publishing import publish_flat
+from .publishing import packed, publish_batches
 from .records import DeadLetter
 
 if TYPE_CHECKING:
@@ -38,11 +38,12 @@ def replay(ctx: BaseContext, k: ChannelKeys, durable: str, count: int | None = N
     if not letters:
         return 0
     limit = ctx.settings.max_payload_bytes
-    flat: list[bytes] = []
-    for d in letters:
-        props = json.loads(d.raw_properties) if d.raw_properties else None
-        flat += encode_event(d.data, d.key, props, limit)
-    yield from publish_flat(ctx, k, flat)
+    encoded = [
+        encode_event(d.data, d.key, json.loads(d.raw_properties) if d.raw_properties else None,
+                     limit)
+        for d in letters
+    ]  # fmt: skip
+    yield from publish_batches(ctx, k, packed(encoded))
     yield from run(ops.drop_dead_letters(k, durable, [d.id for d in letters]))
     return len(letters)
 

@@ -4,11 +4,11 @@ Flows (`ops.flows`) both clients drive."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from .errors import ChannelFullError, ReplicationError
-from .events import PER_EVENT
+from .events import Batch, Encoded, pack
 from .ops import channels as channel_ops
 from .ops.flows import Flow, run, send
 from .retention import trim_channel
@@ -26,14 +26,13 @@ stall the server."""
 def publish_encoded(
     ctx: BaseContext,
     k: ChannelKeys,
-    count: int,
-    parts: Sequence[bytes],
+    batch: Batch,
     *,
     retry: bool = True,
     replicas: int | None = None,
     replica_timeout_s: float | None = None,
 ) -> Flow[list[str]]:
-    """Store `count` events (five encoded values each, `events.encode_event`); their ids.
+    """Store the events of `batch` (at most `MAX_BATCH`); their ids.
 
     A channel at its capacity is trimmed once (acknowledged events may make room) and
     the batch tried again; `ChannelFullError` if still full. With `replicas` (default:
@@ -42,7 +41,7 @@ def publish_encoded(
     """
     settings = ctx.settings
     wanted = settings.replicas if replicas is None else replicas
-    op = channel_ops.publish(k, count, parts, int(settings.dedupe_window_s * 1000))
+    op = channel_ops.publish(k, batch, int(settings.dedupe_window_s * 1000))
     try:
         return (yield from _publish(ctx, op, wanted, replica_timeout_s, retry))
     except ChannelFullError:
@@ -67,12 +66,15 @@ def _publish(
     return list(ids)
 
 
-def publish_flat(ctx: BaseContext, k: ChannelKeys, flat: list[bytes]) -> Flow[list[str]]:
-    """Store events given as one flat list of encoded values, `MAX_BATCH` per call."""
+def packed(events: Iterable[Encoded]) -> list[Batch]:
+    """Encoded events in batches of `MAX_BATCH`, one script call each."""
+    return pack(events, MAX_BATCH)
+
+
+def publish_batches(ctx: BaseContext, k: ChannelKeys, batches: list[Batch]) -> Flow[list[str]]:
+    """Store packed events (`packed`), one batch after the other; all their ids."""
     ids: list[str] = []
-    step = MAX_BATCH * PER_EVENT
-    for start in range(0, len(flat), step):
-        part = flat[start : start + step]
-        ids += yield from publish_encoded(ctx, k, len(part) // PER_EVENT, part)
+    for batch in batches:
+        ids += yield from publish_encoded(ctx, k, batch)
     ctx.touch(k.channel)
     return ids

@@ -15,7 +15,7 @@ import re
 import secrets
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -30,7 +30,7 @@ from .errors import (
     SessionInUseError,
     UnconnectedError,
 )
-from .events import check_key, encode_data, encode_event, tombstone
+from .events import Batch, Encoded, check_key, encode_data, encode_event, tombstone
 from .leases import Lease
 from .ops import channels as channel_ops
 from .ops import sessions as ops
@@ -349,12 +349,12 @@ class SessionCore:
         self.cache(channel).destroy(key)
         return event_id
 
-    def _publishing(self, channel: str, parts: Sequence[bytes]) -> Flow[str]:
+    def _publishing(self, channel: str, encoded: Encoded) -> Flow[str]:
         """Publish at once or not at all: a session refuses updates while disconnected."""
         k = self.ctx.keys(channel)
         try:
             yield from send(channel_ops.ensure(k, {}, int(time.time() * 1000)), retry=False)
-            return (yield from publish_encoded(self.ctx, k, 1, parts, retry=False))[0]
+            return (yield from publish_encoded(self.ctx, k, Batch.of(encoded), retry=False))[0]
         except ConnectionLostError as exc:
             self.lost_connection()
             raise UnconnectedError(f"session {self.id!r} lost its connection: {exc}") from exc

@@ -260,3 +260,46 @@ def test_a_keyed_channel_keeps_the_last_value_of_every_key(client: durables.Clie
     )
     ch.delete()
     assert client.redis.keys(f"{client.namespace}:{{prices}}:*") == []
+
+
+def test_a_mixed_batch_round_trips_every_event_exactly(client: durables.Client) -> None:
+    ch = client.channel("prices", keyed=True)
+    shapes = [
+        lambda i: durables.Message(f"plain {i}"),
+        lambda i: durables.Message(f"props {i}", properties={"n": i, "vip": i % 2 == 0}),
+        lambda i: durables.Message(f"keyed {i}", key=f"k{i % 7}"),
+        lambda i: durables.Message(f"both {i}", key=f"k{i % 5}", properties={"x": 1.5}),
+        lambda i: durables.Message(f"deduped {i}", message_id=f"m{i % 60}"),
+        lambda i: durables.Message(f"all {i}", key="kz", properties={"s": "é"}, message_id=f"a{i}"),
+    ]
+    messages = [shapes[i * 5 % 6](i) for i in range(2500)]  # three script calls
+    ids = ch.publish_many(messages)
+    ack = ch.publish("ack", key="k1", properties={"p": 1}, ack_required=True, ack_timeout=60,
+                     message_id="ack-1")  # fmt: skip
+    assert ch.publish("ack again", message_id="ack-1") == ack
+    ch.remove_key("k2")
+
+    first: dict[str, str] = {}  # message id -> the id it was stored under
+    stored, last = [], {}
+    for m, event_id in zip(messages, ids, strict=True):
+        if m.message_id in first:
+            assert event_id == first[m.message_id]  # seen before: its first id stands
+            continue
+        if m.message_id:
+            first[m.message_id] = event_id
+        stored.append((event_id, m))
+        if m.key:
+            last[m.key] = (event_id, m.data.encode())
+    assert len(stored) < 2500 and len(set(ids)) == len(stored)
+    last["k1"] = (ack, b"ack")
+    del last["k2"]
+    with ch.durable("reader").consumer() as c:
+        got = fetch_all(c, len(stored) + 2, timeout=20)
+    assert [e.id for e in got] == [event_id for event_id, _ in stored] + [ack, got[-1].id]
+    for (_, m), e in zip(stored, got, strict=False):
+        assert (e.text, e.key, e.properties) == (m.data, m.key, m.properties or {})
+        assert not e.destroyed and not e.ack_required
+    assert (got[-2].text, got[-2].key, got[-2].properties) == ("ack", "k1", {"p": 1})
+    assert got[-2].ack_timeout_ms == 60_000 and not got[-2].destroyed
+    assert got[-1].destroyed and got[-1].key == "k2" and got[-1].data == b""
+    assert ch.last_values() == last

@@ -12,6 +12,7 @@ from redis.exceptions import NoPermissionError, ResponseError
 
 import durables
 from durables import ConnectionLostError, DurableNotFound, LeaseLostError, keys, scripts
+from durables.events import Batch, pack
 from durables.ops import channels, sessions
 from durables.ops import durables as durable_ops
 from durables.ops.base import Op, command
@@ -45,14 +46,37 @@ def test_a_command_is_sent_as_it_is_written() -> None:
 
 
 def test_a_script_call_is_evalsha_with_its_keys_then_its_args() -> None:
-    op = channels.publish(K, 1, [b"data", b"", b"", b"", b"m-1"], dedupe_window_ms=5000)
+    op = channels.publish(K, Batch.of((b"data", b"", b"", b"", b"m-1")), dedupe_window_ms=5000)
     sha = scripts.sha("publish")
     assert op.wire(sha) == (
         "EVALSHA", sha, 9, K.stream, K.meta, K.last_values, K.last_ids, K.session_trips,
         K.session_limits, K.overflowed, K.message_ids, K.message_times,
-        1, 5000, b"data", b"", b"", b"", b"m-1",
+        5000, b"x", b"data", b"", b"", b"", b"m-1",
     )  # fmt: skip
     assert wire_bytes(op).startswith(b"*19\r\n$7\r\nEVALSHA\r\n$40\r\n" + sha.encode())
+
+
+def test_a_batch_sends_each_event_with_only_the_values_its_shape_names() -> None:
+    batch = Batch.of(
+        (b"plain", b"", b"", b"", b""),
+        (b"with-props", b"", b'{"n":1}', b"", b""),
+        (b"keyed", b"k1", b"", b"", b""),
+        (b"", b"k1", b"", b"destroy", b""),
+        (b"acked", b"", b"", b"ack:500", b""),
+    )
+    op = channels.publish(K, batch)
+    assert op.args == (
+        0, b"dpkxx", b"plain", b"with-props", b'{"n":1}', b"keyed", b"k1", b"",
+        b"", b"k1", b"", b"destroy", b"", b"acked", b"", b"", b"ack:500", b"",
+    )  # fmt: skip
+
+
+def test_events_are_packed_in_order_into_batches_of_at_most_the_size() -> None:
+    plain, keyed = (b"a", b"", b"", b"", b""), (b"b", b"k", b"", b"", b"")
+    batches = pack([plain, keyed, plain, keyed, plain], 2)
+    assert [bytes(b.shape) for b in batches] == [b"dk", b"dk", b"d"]
+    assert [b.values for b in batches] == [[b"a", b"b", b"k", b""]] * 2 + [[b"a"]]
+    assert pack([], 2) == []
 
 
 def test_script_shas_are_the_sha1_of_the_spliced_source() -> None:
@@ -64,7 +88,7 @@ def test_script_shas_are_the_sha1_of_the_spliced_source() -> None:
 
 def test_every_key_of_a_channel_operation_shares_the_channel_hash_tag() -> None:
     ops: list[Op[Any]] = [
-        channels.publish(K, 0, []),
+        channels.publish(K, Batch()),
         durable_ops.delete(K, "d"),
         ExclusiveCursor(K, "d", "t", lease_ms=1000, batch=10).attach(),
         *SharedHandout(K, "d", "shared", "c#1", window=2, lease_ms=1000).release([]),

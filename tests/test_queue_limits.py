@@ -127,6 +127,32 @@ def test_a_connected_session_overflows_at_max_depth(client: durables.Client) -> 
     s.close()
 
 
+def test_a_limit_holds_on_a_channel_published_to_before_any_session_had_one(
+    client: durables.Client,
+) -> None:
+    """Publishes count toward trip points only while some session has a limit: the
+    count standing still before must not move a later session's trip point."""
+    ch = client.channel("orders")
+    ch.publish_many([durables.Message(f"old {i}") for i in range(5)])
+    ch.publish("older")
+    s = client.session("late", timeout=60, max_depth=2, disconnected_max_depth=50)
+    s.register_interest("orders")
+    gate = Gate()
+    s.add_listener("orders", gate)
+    s.ready_for_events()
+    ch.publish("e1")
+    assert gate.arrived.acquire(timeout=10)
+    ch.publish_many([durables.Message("e2")])
+    assert s.info().depth == 2 and s.info().queue_limit == 2
+    ch.publish("e3")  # beyond max_depth: the trip point set at connect is reached now
+    gate.allowed.release()
+    deadline = time.monotonic() + 10
+    while s.state != "closed" and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert s.state == "closed"
+    s.close()
+
+
 def test_queue_limits_are_checked(client: durables.Client) -> None:
     for bad in ({"max_depth": 0}, {"disconnected_max_depth": -1}, {"overflow": "spill"},
                 {"recovery_buffer": 1.5}):  # fmt: skip

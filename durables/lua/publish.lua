@@ -9,89 +9,117 @@
 -- KEYS[7]  the channel's overflowed sessions (hash)
 -- KEYS[8]  the channel's producer message ids (hash: message id -> event id)
 -- KEYS[9]  the channel's producer message ids by time (zset: message id -> server ms)
--- ARGV[1]  number of events n
--- ARGV[2]  the dedupe window in milliseconds; then 5 values per event:
---          data, key ('' = none), properties as JSON ('' = none),
---          op ('' = an ordinary event, 'destroy' = a tombstone: the key's value is gone,
---          'ack:<ms>' = an ack-required event: each interested session acknowledges it
---          within <ms>, stored as field 'a'; the meta hash notes 'ackreq' for housekeeping),
---          the producer's message id ('' = none): one seen within the window is not
---          stored again, and the first event's id is returned for it.
+-- ARGV[1]  the dedupe window in milliseconds
+-- ARGV[2]  the shape: one letter per event, saying which values follow for it (most
+--          events carry only a payload and perhaps properties, so they take one or two):
+--          'd'  data
+--          'p'  data, properties as JSON
+--          'k'  data, key, properties ('' = none)
+--          'x'  data, key ('' = none), properties ('' = none),
+--               op ('' = an ordinary event, 'destroy' = a tombstone: the key's value is
+--               gone, 'ack:<ms>' = an ack-required event: each interested session
+--               acknowledges it within <ms>, stored as field 'a'; the meta hash notes
+--               'ackreq' for housekeeping),
+--               the producer's message id ('' = none): one seen within the window is not
+--               stored again, and the first event's id is returned for it.
+-- ARGV[3..] the events' values, in order.
 -- Returns  the event ids, in order.
 -- Errors   NOCHANNEL (no meta: the channel was deleted), FULL <capacity> (rule 'reject').
--- The meta hash counts the events ever published ('published'); sessions whose queue may
--- have reached its limit are checked (lib/queue_limits.lua).
+-- While a session has a queue limit on the channel (a trip point), the meta hash counts
+-- the events published ('published') and sessions whose queue may have reached its
+-- limit are checked (lib/queue_limits.lua). Trip points are relative to that count, so it
+-- need not move while there are none: a publish then writes nothing but its events (one
+-- write for the server to log and pass to replicas, not a transaction of several).
 --@include clock
 --@include queue_limits
 local meta = redis.call('HMGET', KEYS[2], 'created_ms', 'capacity', 'full', 'keyed')
 if not meta[1] then
   return redis.error_reply('NOCHANNEL the channel does not exist')
 end
-local n = tonumber(ARGV[1])
+local shape = ARGV[2]
+local n = #shape
 local capacity = tonumber(meta[2])
 if capacity and meta[3] ~= 'drop_oldest' and redis.call('XLEN', KEYS[1]) + n > capacity then
   return redis.error_reply('FULL ' .. capacity)
 end
+local call, byte = redis.call, string.byte
 local stream, keyed = KEYS[1], meta[4] == '1'
-local window, now = tonumber(ARGV[2]), nil
-local ids = {}
-for i = 0, n - 1 do
-  local at = 3 + i * 5
-  local data, key, props, op, mid = ARGV[at], ARGV[at + 1], ARGV[at + 2], ARGV[at + 3], ARGV[at + 4]
+local window, now = tonumber(ARGV[1]), nil
+
+-- Any event but the plainest: a key, an op or a message id.
+local function publish_one(data, key, props, op, mid)
   local id
   if mid ~= '' then
     if now == nil then
       now = now_ms()
-      local old = redis.call('ZRANGEBYSCORE', KEYS[9], '-inf', now - window, 'LIMIT', 0, 1000)
+      local old = call('ZRANGEBYSCORE', KEYS[9], '-inf', now - window, 'LIMIT', 0, 1000)
       if #old > 0 then
-        redis.call('HDEL', KEYS[8], unpack(old))
-        redis.call('ZREM', KEYS[9], unpack(old))
+        call('HDEL', KEYS[8], unpack(old))
+        call('ZREM', KEYS[9], unpack(old))
       end
     end
-    id = redis.call('HGET', KEYS[8], mid)
+    id = call('HGET', KEYS[8], mid)
+    if id then
+      return id  -- stored before: its first id stands
+    end
   end
-  if id then
-    op = 'seen'  -- stored before: its first id stands
-  elseif op == 'destroy' then
-    id = redis.call('XADD', stream, '*', 'd', data, 'k', key, 'o', op)
-  elseif op ~= '' then  -- 'ack:<ms>'
-    local fields = {'d', data, 'a', string.sub(op, 5)}
+  if op == 'destroy' then
+    id = call('XADD', stream, '*', 'd', data, 'k', key, 'o', op)
+  else
+    local fields = {'d', data}
+    if op ~= '' then  -- 'ack:<ms>'
+      fields[3], fields[4] = 'a', string.sub(op, 5)
+      call('HSET', KEYS[2], 'ackreq', 1)
+    end
     if key ~= '' then
       fields[#fields + 1], fields[#fields + 2] = 'k', key
     end
     if props ~= '' then
       fields[#fields + 1], fields[#fields + 2] = 'p', props
     end
-    id = redis.call('XADD', stream, '*', unpack(fields))
-    redis.call('HSET', KEYS[2], 'ackreq', 1)
-  elseif key == '' and props == '' then
-    id = redis.call('XADD', stream, '*', 'd', data)
-  elseif props == '' then
-    id = redis.call('XADD', stream, '*', 'd', data, 'k', key)
-  elseif key == '' then
-    id = redis.call('XADD', stream, '*', 'd', data, 'p', props)
-  else
-    id = redis.call('XADD', stream, '*', 'd', data, 'k', key, 'p', props)
+    id = call('XADD', stream, '*', unpack(fields))
   end
-  if mid ~= '' and op ~= 'seen' then
-    redis.call('HSET', KEYS[8], mid, id)
-    redis.call('ZADD', KEYS[9], now, mid)
+  if mid ~= '' then
+    call('HSET', KEYS[8], mid, id)
+    call('ZADD', KEYS[9], now, mid)
   end
-  if keyed and key ~= '' and op ~= 'seen' then
+  if keyed and key ~= '' then
     if op == 'destroy' then
-      redis.call('HDEL', KEYS[3], key)
-      redis.call('HDEL', KEYS[4], key)
+      call('HDEL', KEYS[3], key)
+      call('HDEL', KEYS[4], key)
     else
-      redis.call('HSET', KEYS[3], key, data)
-      redis.call('HSET', KEYS[4], key, id)
+      call('HSET', KEYS[3], key, data)
+      call('HSET', KEYS[4], key, id)
     end
   end
-  ids[i + 1] = id
+  return id
+end
+
+local DATA, PROPS, KEYED = byte('d'), byte('p'), byte('k')
+local ids = {}
+local at = 3
+for i = 1, n do
+  local s = byte(shape, i)
+  if s == PROPS then
+    ids[i] = call('XADD', stream, '*', 'd', ARGV[at], 'p', ARGV[at + 1])
+    at = at + 2
+  elseif s == DATA then
+    ids[i] = call('XADD', stream, '*', 'd', ARGV[at])
+    at = at + 1
+  elseif s == KEYED then
+    ids[i] = publish_one(ARGV[at], ARGV[at + 1], ARGV[at + 2], '', '')
+    at = at + 3
+  else  -- 'x'
+    ids[i] = publish_one(ARGV[at], ARGV[at + 1], ARGV[at + 2], ARGV[at + 3], ARGV[at + 4])
+    at = at + 5
+  end
 end
 if capacity and meta[3] == 'drop_oldest' then
-  redis.call('XTRIM', stream, 'MAXLEN', capacity)
+  call('XTRIM', stream, 'MAXLEN', capacity)
 end
-local published = redis.call('HINCRBY', KEYS[2], 'published', n)
-check_trips({stream = stream, meta = KEYS[2], trips = KEYS[5], limits = KEYS[6],
-  overflowed = KEYS[7]}, published)
+if call('EXISTS', KEYS[5]) == 1 then  -- a session has a queue limit here
+  local published = call('HINCRBY', KEYS[2], 'published', n)
+  check_trips({stream = stream, meta = KEYS[2], trips = KEYS[5], limits = KEYS[6],
+    overflowed = KEYS[7]}, published)
+end
 return ids

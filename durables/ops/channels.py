@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import lru_cache
 from typing import Any
 
 from .. import keys
 from ..errors import ChannelNotFound
+from ..events import Batch
 from ..records import ChannelInfo
 from .base import Op, as_bool, command, script, text, texts
 
@@ -35,14 +37,20 @@ def _ids(reply: Any) -> list[str]:
     return [i.decode() for i in reply]
 
 
-def publish(
-    k: keys.ChannelKeys, count: int, parts: Sequence[bytes], dedupe_window_ms: int = 0
-) -> Op[list[str]]:
-    """`count` events, five encoded values each (`events.encode_event`); their ids."""
+def publish(k: keys.ChannelKeys, batch: Batch, dedupe_window_ms: int = 0) -> Op[list[str]]:
+    """The events of `batch` (`events.Batch`: a shape letter per event, its values); their ids."""
+    script_keys, context = _publish_keys(k)
+    return script("publish", script_keys, (dedupe_window_ms, bytes(batch.shape), *batch.values),
+                  parse=_ids, context=context)  # fmt: skip
+
+
+@lru_cache(maxsize=1024)
+def _publish_keys(k: keys.ChannelKeys) -> tuple[tuple[str, ...], str]:
+    """A publish's KEYS and context, formatted once per channel (half the client's work to
+    build a single publish otherwise)."""
     script_keys = (k.stream, k.meta, k.last_values, k.last_ids, k.session_trips,
                    k.session_limits, k.overflowed, k.message_ids, k.message_times)  # fmt: skip
-    return script("publish", script_keys, (count, dedupe_window_ms, *parts), parse=_ids,
-                  context=f"publish to {k.channel!r}")  # fmt: skip
+    return script_keys, f"publish to {k.channel!r}"
 
 
 def last_values(k: keys.ChannelKeys) -> list[Op[Any]]:
