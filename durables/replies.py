@@ -89,7 +89,7 @@ def streams_read(reply: Any) -> list[tuple[Any, list[Any]]]:
 AS_SENT = ("XREADGROUP",)
 """Commands whose replies our parsers take as the server sent them: redis-py's own parse
 of a stream read builds a dictionary per entry that `events.event_from_entry` would read
-once and drop (a third of a consumer's client time per event). The parsers accept both
+once and drop (about a fifth of a consumer's client time per event). The parsers accept both
 shapes, so a client without this setting (a cluster node redis-py opened by itself)
 reads correctly, only slower."""
 
