@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import weakref
 from collections.abc import Sequence
 from typing import Any, TypeAlias, TypeVar
 
@@ -69,6 +70,7 @@ async def _on_node(
 ) -> list[Any]:
     """`commands` pipelined on one connection of `node`; error replies as exceptions."""
     pending = [PipelineCommand(i, *args) for i, args in enumerate(commands)]
+    _remember(server, node)
     try:
         await node.execute_pipeline(pending)
         broken = next((c.result for c in pending if isinstance(c.result, BROKEN)), None)
@@ -112,12 +114,16 @@ async def load_scripts(server: RedisCluster, sources: Sequence[str]) -> None:
 
 async def refresh(server: RedisCluster) -> None:
     """Ask the cluster for its slot map again (after a lost node or a failover)."""
+    for node in server.get_nodes():
+        _remember(server, node)
     with contextlib.suppress(RedisError, RedisClusterException, OSError):
         await server.nodes_manager.initialize()  # if no node answers, the next probe tries again
 
 
 async def answers(server: RedisCluster) -> bool:
     """The slot map is fresh, every primary in it answers, and the cluster is ok."""
+    for node in server.get_nodes():
+        _remember(server, node)
     try:
         await server.nodes_manager.initialize()
         for node in server.get_primaries():
@@ -144,6 +150,20 @@ async def close(server: RedisCluster) -> None:
     await server.aclose()
     await server.nodes_manager.aclose()
     await server.nodes_manager.aclose("startup_nodes")
+    for node in _SEEN.pop(server, {}).values():
+        with contextlib.suppress(Exception):
+            await node.disconnect()
+
+
+_SEEN: weakref.WeakKeyDictionary[RedisCluster, dict[int, ClusterNode]] = weakref.WeakKeyDictionary()
+"""Every node each client sent to: redis-py drops a node from its map when the map
+changes (a failover, a killed primary) and leaves the connections that were in use to
+close when they are released, which a connection broken mid-read never is; `close`
+closes them, not the garbage collector long after the event loop ended."""
+
+
+def _remember(server: RedisCluster, node: ClusterNode) -> None:
+    _SEEN.setdefault(server, {})[id(node)] = node
 
 
 __all__ = [
