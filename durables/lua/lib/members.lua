@@ -19,7 +19,9 @@
 -- happens only while the tap exists: the dispatcher opens it when that read is exactly
 -- what the dealing would do (no filter, nothing handed back or delayed, and the member is
 -- serial and idle: all its room), and deletes it (a blocked read wakes)
--- before it deals anything else to the member. The member deletes its taps after its read.
+-- before it deals anything else to the member. The tap outlives the read: each read
+-- through it renews it (PEXPIRE, the read's block time + 1 s), so it expires once its
+-- member stops asking, and detaching a member (its lease lapsed) closes its taps.
 
 -- A filter tree as decoded from JSON: nil when there is none (absent or JSON null).
 local function filter_tree(tree)
