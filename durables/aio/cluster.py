@@ -131,16 +131,14 @@ async def load_scripts(server: RedisCluster, sources: Sequence[str]) -> None:
 
 async def refresh(server: RedisCluster) -> None:
     """Ask the cluster for its slot map again (after a lost node or a failover)."""
-    for node in server.get_nodes():
-        _remember(server, node)
+    _remember(server, *server.get_nodes())
     with contextlib.suppress(RedisError, RedisClusterException, OSError):
         await server.nodes_manager.initialize()  # if no node answers, the next probe tries again
 
 
 async def answers(server: RedisCluster) -> bool:
     """The slot map is fresh, every primary in it answers, and the cluster is ok."""
-    for node in server.get_nodes():
-        _remember(server, node)
+    _remember(server, *server.get_nodes())
     try:
         await server.nodes_manager.initialize()
         for node in server.get_primaries():
@@ -179,8 +177,10 @@ close when they are released, which a connection broken mid-read never is; `clos
 closes them, not the garbage collector long after the event loop ended."""
 
 
-def _remember(server: RedisCluster, node: ClusterNode) -> None:
-    _SEEN.setdefault(server, {})[id(node)] = node
+def _remember(server: RedisCluster, *nodes: ClusterNode) -> None:
+    seen = _SEEN.setdefault(server, {})
+    for node in nodes:
+        seen[id(node)] = node
 
 
 __all__ = [

@@ -201,10 +201,12 @@ class ExclusiveCursor:
         if not unacked:
             return []
         bound = ids.key(upto)
-        if ids.key(unacked[-1]) <= bound:
-            self.unacked = []
-            return unacked if len(unacked) <= MAX_KNOWN else []
-        cut = bisect_right(unacked, bound, key=ids.key)
+        # usually all of them: one id parsed, not a search
+        cut = (
+            len(unacked)
+            if ids.key(unacked[-1]) <= bound
+            else bisect_right(unacked, bound, key=ids.key)
+        )
         known, self.unacked = unacked[:cut], unacked[cut:]
         return known if len(known) <= MAX_KNOWN else []
 

@@ -145,18 +145,6 @@ local function set_tap(d, key, consumer, on, ttl_ms)
   end
 end
 
--- Close the taps of a consumer that is detached (its lease lapsed): a member paused past
--- its lease must not go on reading new events through them when it wakes.
-local function close_taps_of(d, consumer)
-  local flat = redis.call('HGETALL', d.taps)
-  for i = 1, #flat, 2 do
-    if flat[i + 1] == consumer then
-      redis.call('DEL', flat[i])
-      redis.call('HDEL', d.taps, flat[i])
-    end
-  end
-end
-
 -- Wake every member reading through a tap (events were handed back, to be dealt again).
 local function wake_taps(taps_key)
   for _, key in ipairs(redis.call('HKEYS', taps_key)) do

@@ -12,7 +12,7 @@ local function reap(d, now)
     end
     push_front(d.redo, back)
     remove_member(d, consumer)
-    close_taps_of(d, consumer)
+    close_taps(d, live_taps(d), consumer)  -- paused past its lease: it reads no more
   end
   local due = redis.call('ZRANGEBYSCORE', d.delayed, '-inf', now, 'LIMIT', 0, 1000)
   if #due > 0 then
