@@ -11,7 +11,7 @@ import random
 import socket
 import time
 from pathlib import Path
-from types import TracebackType
+from typing import Self
 
 from .ha_common import (
     DATA_NODE_DEFAULTS,
@@ -26,7 +26,7 @@ from .ha_common import (
     start_with_retries,
     stop_all,
 )
-from .servers import HOST, RedisProcess
+from .servers import HOST, RedisProcess, Started
 
 CLUSTER_SLOTS = 16384
 MAX_CLUSTER_PORT = 55535
@@ -97,7 +97,7 @@ def cluster_nodes(process: RedisProcess) -> list[ClusterNode]:
     return [ClusterNode(line) for line in str(text).splitlines() if line.strip()]
 
 
-class Cluster:
+class Cluster(Started):
     """`primaries` cluster-mode primaries (slots split evenly), each with
     `replicas_per_primary` replicas, AOF with fsync always. Use as a context manager.
     """
@@ -128,7 +128,7 @@ class Cluster:
 
     # -- life cycle -------------------------------------------------------------------
 
-    def start(self) -> Cluster:
+    def start(self) -> Self:
         """Start, assign slots, meet, replicate; return once every node says cluster ok."""
         try:
             total = self.primary_count * (1 + self.replicas_per_primary)
@@ -151,17 +151,6 @@ class Cluster:
         running = [p for p in self.nodes if is_running(p)]
         masters = [p for p in running if safe_role(p) == "master"]
         stop_all([p for p in self.nodes if p not in masters] + masters)
-
-    def __enter__(self) -> Cluster:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.stop()
 
     # -- what clients see ---------------------------------------------------------------
 

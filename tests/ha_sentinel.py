@@ -16,8 +16,7 @@ import contextlib
 import time
 from collections import Counter
 from pathlib import Path
-from types import TracebackType
-from typing import Any
+from typing import Any, Self
 
 import redis
 
@@ -34,7 +33,7 @@ from .ha_common import (
     start_with_retries,
     stop_all,
 )
-from .servers import HOST, RedisProcess, free_port
+from .servers import HOST, RedisProcess, Started, free_port
 
 
 class _KeptConfigProcess(RedisProcess):
@@ -70,7 +69,7 @@ class _SentinelProcess(_KeptConfigProcess):
             return False
 
 
-class SentinelSet:
+class SentinelSet(Started):
     """A primary, `replicas` replicas and `sentinels` sentinels on free ports of 127.0.0.1.
 
     Data nodes run AOF with fsync always; sentinels use quorum 2, down-after 1000 ms,
@@ -110,7 +109,7 @@ class SentinelSet:
 
     # -- life cycle -------------------------------------------------------------------
 
-    def start(self) -> SentinelSet:
+    def start(self) -> Self:
         """Start everything; return once replicas are in sync and sentinels know it all."""
         try:
             self._start_data_nodes()
@@ -130,17 +129,6 @@ class SentinelSet:
         ordered += [p for p in data if p not in masters] + masters
         ordered += [p for p in self.data_nodes if p not in ordered]
         stop_all(ordered)
-
-    def __enter__(self) -> SentinelSet:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.stop()
 
     # -- what clients see ---------------------------------------------------------------
 

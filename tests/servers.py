@@ -15,7 +15,7 @@ import subprocess
 import time
 from pathlib import Path
 from types import TracebackType
-from typing import Literal
+from typing import Literal, Self
 
 import redis
 from redis.backoff import NoBackoff
@@ -62,7 +62,29 @@ def quick_client(port: int, timeout_s: float = 1.0) -> redis.Redis:
     )
 
 
-class RedisProcess:
+class Started:
+    """A set of server processes used as `with X(...) as x`: started on entering (what
+    `start()` did), stopped on leaving."""
+
+    def start(self) -> Self:
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+
+class RedisProcess(Started):
     """One valkey-server or redis-server on 127.0.0.1 with AOF on, in `workdir`.
 
     `extra` adds config lines `KEY VALUE`, written verbatim after the defaults
@@ -98,7 +120,7 @@ class RedisProcess:
     def config_text(self) -> str:
         return server_config(self.port, self.workdir, self.log_path, self.appendfsync, self.extra)
 
-    def start(self) -> RedisProcess:
+    def start(self) -> Self:
         """Start the server and wait until it answers PING with its data loaded."""
         if self._process is not None:
             raise RuntimeError(f"server on port {self.port} already runs (pid {self.pid})")
@@ -147,17 +169,6 @@ class RedisProcess:
     def client(self) -> redis.Redis:
         """A new client on this server; close it (or use it in `with`)."""
         return quick_client(self.port)
-
-    def __enter__(self) -> RedisProcess:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.stop()
 
     def _wait_ready(self, log_offset: int) -> None:
         """PING answers only after loading; INFO's `loading:0` is checked all the same."""

@@ -32,6 +32,14 @@ class Gate:
         self.allowed.acquire(timeout=10)
 
 
+def closes(session: durables.Session, within_s: float = 10) -> bool:
+    """True once the session closes itself (an overflow with the 'close' policy)."""
+    deadline = time.monotonic() + within_s
+    while session.state != "closed" and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return session.state == "closed"
+
+
 def away_session(client: durables.Client, name: str, **limits: object) -> None:
     """Open a session with an interest, read once, and leave it (keep-alive on)."""
     s = client.session(name, timeout=60, **limits)  # type: ignore[arg-type]
@@ -120,10 +128,7 @@ def test_a_connected_session_overflows_at_max_depth(client: durables.Client) -> 
     assert s.info().depth == 2 and s.info().queue_limit == 2
     ch.publish("e3")  # beyond max_depth while connected
     gate.allowed.release()
-    deadline = time.monotonic() + 10
-    while s.state != "closed" and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert s.state == "closed"
+    assert closes(s)
     s.close()
 
 
@@ -146,10 +151,7 @@ def test_a_limit_holds_on_a_channel_published_to_before_any_session_had_one(
     assert s.info().depth == 2 and s.info().queue_limit == 2
     ch.publish("e3")  # beyond max_depth: the trip point set at connect is reached now
     gate.allowed.release()
-    deadline = time.monotonic() + 10
-    while s.state != "closed" and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert s.state == "closed"
+    assert closes(s)
     s.close()
 
 
