@@ -265,12 +265,26 @@ def test_shared_fetch_carries_the_acks_and_hands_each_event_out_once() -> None:
     again = h.on_fetch([dealt_reply(), [entry("1-0", d="a"), entry("2-0", d="b")]])
     assert again.events == []  # still pending, already handed out
     h.commit(first.events)
-    deal, read = h.fetch(0.5)
+    deal, read, tapped = h.fetch(0.5)
     assert deal.script == "fetch_shared"
     assert deal.args == ("d", "w#1", 1000, 0, 0, 500, "1-0", "2-0")  # holds 0, took 0, block
     assert read.args == ("XREADGROUP", "GROUP", "d", "w#1", "COUNT", 3, "STREAMS", K.stream, "0")
+    # the rest of its room through its tap, if the script dealt it the first new event;
+    # never blocking (another consumer may gain room meanwhile)
+    assert tapped.args == ("XREADGROUP", "GROUP", "d", "w#1", "COUNT", 2,
+                           "STREAMS", K.stream, K.tap("d", "w#1"), ">", ">")  # fmt: skip
     h.fetch_failed()
     assert h.fetch()[0].args[6:] == ("1-0", "2-0")
+
+
+def test_shared_fetch_reads_through_its_tap_only_right_after_the_script() -> None:
+    h = handout()
+    _deal, _read, tapped = h.fetch(0.5)
+    came = [[K.stream.encode(), [entry("2-0", d="b"), entry("3-0", d="c")]]]
+    got = h.on_fetch([dealt_reply(tap=1), [entry("1-0", d="a")], tapped.parse(came)])
+    assert [e.id for e in got.events] == ["1-0", "2-0", "3-0"]
+    assert not got.waited and not h.tap_open  # no fetch without the script
+    assert len(h.fetch(0.5)) == 2  # no room left for a tap: the script and the pending read
 
 
 def test_serial_fetch_reads_new_events_through_its_tap_and_keeps_it_while_it_asks() -> None:

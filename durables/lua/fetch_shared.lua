@@ -18,13 +18,14 @@
 -- KEYS[9]  the durable's bell stream
 -- KEYS[10] the durable's dead-letter stream
 -- KEYS[11] the durable's taps hash (tap key -> consumer id)
--- KEYS[12] the caller's tap (opened for serial durables only: on shared ones with several
---          consumer threads the extra reads cost the client more than the server saved)
+-- KEYS[12] the caller's tap: a serial durable's while the line is the caller's; a shared
+--          durable's for one read, when the caller alone has room (lib/deal.lua, deal_first)
 -- ARGV[1]  durable name (the group)
 -- ARGV[2]  the calling consumer's id
 -- ARGV[3]  lease length in milliseconds
 -- ARGV[4]  how many events the caller holds, handed out and not acknowledged
--- ARGV[5]  how many events the caller's last read through its tap took
+-- ARGV[5]  how many events the caller's last read through its tap took (serial durables:
+--          the ring turns past it)
 -- ARGV[6]  how long the caller's read through a tap may block, in milliseconds (a tap
 --          opened lives that long and TAP_GRACE_MS more; each read through it renews it)
 -- ARGV[7..] ids the caller acknowledges
@@ -71,10 +72,10 @@ reap(d, now)  -- lapsed consumers' events and due rollbacks go back first in lin
 local order, room, total, busy, filters, held = rooms(d)
 local taps = live_taps(d)
 taps[me] = nil  -- the caller's own: decided again below
-if took > 0 then  -- its tap dealt to it: the ring turns past it
+local serial = spec['kind'] == 'serial'
+if took > 0 and serial then  -- its tap dealt to it: the ring turns past it
   order = turn_past(d, order, me)
 end
-local serial = spec['kind'] == 'serial'
 if serial then
   busy = busy or next(taps) ~= nil  -- another member reads new events through its tap
   total = serial_room(order, room, busy)
@@ -88,8 +89,10 @@ for _, consumer in ipairs(order) do
   plain = plain and filters[consumer] == nil
 end
 local full, buried = false, 0
-if plain and serial and not busy then  -- (shared durables: see KEYS[12])
+if plain and serial and not busy then
   full = true
+elseif plain and not serial and mine >= 2 and total == mine then
+  full = deal_first(d, me, order)
 else
   if total > 0 and #order > 0 then  -- room to deal into
     if not deal_direct(d, me, spec, store, order, room, filters, serial, taps) then

@@ -67,7 +67,7 @@ class SharedHandout:
         self.k, self.durable, self.id = k, durable, consumer_id
         self.window, self.lease_ms, self.selector = window, lease_ms, selector
         self.context = f"{kind} durable {durable!r} on {k.channel!r}"
-        self.tapped = kind == "serial"  # the dispatcher opens taps for serial durables only
+        self.serial = kind == "serial"
         d = durable
         self._fetch_keys = (
             k.stream, k.durables, k.members(d), k.alive(d), k.ring(d), k.redo(d),
@@ -113,7 +113,7 @@ class SharedHandout:
         nothing, the fetch is the acks and the read through the tap alone (`_tap_fetch`)."""
         self._in_flight, self.to_ack = self.to_ack, []
         self._block_ms = max(1, int(seconds * 1000)) if seconds > 0 else 0
-        self._fast = self.tap_open and not self.handed
+        self._fast = self.serial and self.tap_open and not self.handed
         if self._fast:
             return self._tap_fetch()
         k, d = self.k, self.durable
@@ -124,16 +124,20 @@ class SharedHandout:
         read = command("XREADGROUP", "GROUP", d, self.id, "COUNT", self.window,
                        "STREAMS", k.stream, "0",
                        parse=entries_read, context=self.context)  # fmt: skip
-        if not self.tapped:
+        if self.serial:
+            return [deal, read, self._tap_read(max(1, self.window - len(self.handed)))]
+        room = self.window - len(self.handed)
+        if room < 2:
             return [deal, read]
-        return [deal, read, self._tap_read()]
+        # a shared durable's tap: the rest of the room, when the script dealt the caller
+        # the first new event (deal_first); never blocking, as others may gain room
+        return [deal, read, self._tap_read(room - 1, block=False)]
 
-    def _tap_read(self) -> Op[list[Any] | None]:
-        """New events straight from the channel while the tap is open (None once it is not:
-        the read then fails at once, or wakes when the tap is deleted)."""
-        block = ("BLOCK", self._block_ms) if self._block_ms else ()
-        room = max(1, self.window - len(self.handed))
-        return command("XREADGROUP", "GROUP", self.durable, self.id, "COUNT", room, *block,
+    def _tap_read(self, count: int, block: bool = True) -> Op[list[Any] | None]:
+        """Up to `count` new events straight from the channel while the tap is open (None
+        once it is not: the read then fails at once, or wakes when the tap is deleted)."""
+        blocking = ("BLOCK", self._block_ms) if self._block_ms and block else ()
+        return command("XREADGROUP", "GROUP", self.durable, self.id, "COUNT", count, *blocking,
                        "STREAMS", self.k.stream, self._fetch_keys[-1], ">", ">",
                        parse=_tapped, context=self.context, tolerate=TAP_CLOSED)  # fmt: skip
 
@@ -150,7 +154,7 @@ class SharedHandout:
         tap = self._fetch_keys[-1]
         ops += [command("PEXPIRE", tap, self._block_ms + TAP_GRACE_MS, parse=as_bool,
                         context=self.context),
-                self._tap_read()]  # fmt: skip
+                self._tap_read(max(1, self.window - len(self.handed)))]  # fmt: skip
         return ops
 
     def fetch_failed(self) -> None:
@@ -172,8 +176,8 @@ class SharedHandout:
         newest, rung, flat, _buried, version, by, *taps = reply
         new = (tapped[0] or []) if tapped else []
         self._took = len(new)
-        self.tap_open = any(taps) and tapped[0] is not None
-        waited = any(taps) and self._block_ms > 0
+        self.tap_open = self.serial and any(taps) and tapped[0] is not None
+        waited = self.serial and any(taps) and self._block_ms > 0
         notice = None
         if self.selector is not None and version > self.store_version and text(by) != self.id:
             self.store_version = version
