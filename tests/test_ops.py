@@ -267,7 +267,8 @@ def test_shared_fetch_carries_the_acks_and_hands_each_event_out_once() -> None:
     h.commit(first.events)
     deal, read, tapped = h.fetch(0.5)
     assert deal.script == "fetch_shared"
-    assert deal.args == ("d", "w#1", 1000, 0, 0, 500, "1-0", "2-0")  # holds 0, took 0, block
+    # holds 0; 1: it reads through its tap (its last fetch brought several); block ms
+    assert deal.args == ("d", "w#1", 1000, 0, 1, 500, "1-0", "2-0")
     assert read.args == ("XREADGROUP", "GROUP", "d", "w#1", "COUNT", 3, "STREAMS", K.stream, "0")
     # the rest of its room through its tap, if the script dealt it the first new event;
     # never blocking (another consumer may gain room meanwhile)
@@ -277,12 +278,20 @@ def test_shared_fetch_carries_the_acks_and_hands_each_event_out_once() -> None:
     assert h.fetch()[0].args[6:] == ("1-0", "2-0")
 
 
-def test_shared_fetch_reads_through_its_tap_only_right_after_the_script() -> None:
+def test_shared_fetch_reads_through_its_tap_only_while_busy_and_right_after_the_script() -> None:
     h = handout()
-    _deal, _read, tapped = h.fetch(0.5)
-    came = [[K.stream.encode(), [entry("2-0", d="b"), entry("3-0", d="c")]]]
-    got = h.on_fetch([dealt_reply(tap=1), [entry("1-0", d="a")], tapped.parse(came)])
-    assert [e.id for e in got.events] == ["1-0", "2-0", "3-0"]
+    idle, _read = h.fetch(0.5)  # nothing fetched yet: no tap asked for
+    assert idle.args[4] == 0
+    h.fetch_failed()
+    h.commit(h.on_fetch([dealt_reply(), [entry("1-0", d="a")]]).events)
+    assert len(h.fetch(0.5)) == 2  # one event is no batch: still no tap
+    h.fetch_failed()
+    h.commit(h.on_fetch([dealt_reply(), [entry("2-0", d="a"), entry("3-0", d="b")]]).events)
+    deal, _read, tapped = h.fetch(0.5)  # busy: the rest of its room through its tap
+    assert deal.args[4] == 1 and tapped.args[4:6] == ("COUNT", 2)
+    came = [[K.stream.encode(), [entry("5-0", d="d"), entry("6-0", d="e")]]]
+    got = h.on_fetch([dealt_reply(tap=1), [entry("4-0", d="c")], tapped.parse(came)])
+    assert [e.id for e in got.events] == ["4-0", "5-0", "6-0"]
     assert not got.waited and not h.tap_open  # no fetch without the script
     assert len(h.fetch(0.5)) == 2  # no room left for a tap: the script and the pending read
 

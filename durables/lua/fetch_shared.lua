@@ -24,8 +24,9 @@
 -- ARGV[2]  the calling consumer's id
 -- ARGV[3]  lease length in milliseconds
 -- ARGV[4]  how many events the caller holds, handed out and not acknowledged
--- ARGV[5]  how many events the caller's last read through its tap took (serial durables:
---          the ring turns past it)
+-- ARGV[5]  serial durables: how many events the caller's last read through its tap took
+--          (the ring turns past it); shared ones: 1 if the caller reads through its tap
+--          right after this script (it does while busy), else 0
 -- ARGV[6]  how long the caller's read through a tap may block, in milliseconds (a tap
 --          opened lives that long and TAP_GRACE_MS more; each read through it renews it)
 -- ARGV[7..] ids the caller acknowledges
@@ -91,7 +92,7 @@ end
 local full, buried = false, 0
 if plain and serial and not busy then
   full = true
-elseif plain and not serial and mine >= 2 and total == mine then
+elseif plain and not serial and took > 0 and mine >= 2 and total == mine then
   full = deal_first(d, me, order)
 else
   if total > 0 and #order > 0 then  -- room to deal into

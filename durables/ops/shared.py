@@ -84,6 +84,7 @@ class SharedHandout:
         self.store_version = 0
         self._in_flight: list[str] = []
         self._took = 0  # events the last read through a tap took
+        self._busy = False  # the last fetch brought several events: a shared tap may pay
         self._block_ms = 0
         self.tap_open = False
         """The dispatcher opened this consumer's tap and no read found it closed since."""
@@ -117,17 +118,21 @@ class SharedHandout:
         if self._fast:
             return self._tap_fetch()
         k, d = self.k, self.durable
+        room = self.window - len(self.handed)
+        # shared: read through a tap only while busy (an idle consumer's fetch brings an
+        # event or none, and a read that fails costs it more than it saves)
+        tapping = not self.serial and self._busy and room >= 2
+        took = self._took if self.serial else int(tapping)
         deal: Op[Any] = script("fetch_shared", self._fetch_keys,
-                               [d, self.id, self.lease_ms, len(self.handed), self._took,
+                               [d, self.id, self.lease_ms, len(self.handed), took,
                                 self._block_ms, *self._in_flight],
                                context=self.context)  # fmt: skip
         read = command("XREADGROUP", "GROUP", d, self.id, "COUNT", self.window,
                        "STREAMS", k.stream, "0",
                        parse=entries_read, context=self.context)  # fmt: skip
         if self.serial:
-            return [deal, read, self._tap_read(max(1, self.window - len(self.handed)))]
-        room = self.window - len(self.handed)
-        if room < 2:
+            return [deal, read, self._tap_read(max(1, room))]
+        if not tapping:
             return [deal, read]
         # a shared durable's tap: the rest of the room, when the script dealt the caller
         # the first new event (deal_first); never blocking, as others may gain room
@@ -188,6 +193,7 @@ class SharedHandout:
             )
         counts = {flat[i].decode(): int(flat[i + 1]) for i in range(0, len(flat), 2)}
         events = self._events([*pending, *new], counts)
+        self._busy = len(pending) + len(new) >= 2
         return Dealt(text(newest), text(rung), events, notice, waited)
 
     def _events(self, entries: Sequence[Any], counts: dict[str, int]) -> list[Event]:
