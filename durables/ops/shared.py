@@ -4,11 +4,14 @@ Each fetch is one round trip: the dispatcher script (`fetch_shared.lua`, which a
 carries the acks of the previous batch), a read of the caller's own pending events
 (`XREADGROUP ... 0`), so payloads never pass through Lua, then reads of new events
 straight from the channel through the caller's taps (lib/members.lua), which happen
-only if the script opened one, and block while nothing comes: a waiting consumer gets
-a new event in the reply to the read it is blocked in. The tap stays open while its
-consumer keeps asking (each read renews it), so a serial consumer's steady fetch is its
-acks and that read alone, with no script; whatever changes the dealing closes the taps,
-and the next fetch asks the dispatcher again. Events already handed out and
+only if the script opened one. A serial consumer's read blocks while nothing comes (a
+waiting consumer gets a new event in the reply to the read it is blocked in), and its tap
+stays open while it keeps asking (each read renews it), so its steady fetch is its acks
+and that read alone, with no script; whatever changes the dealing closes the taps, and
+the next fetch asks the dispatcher again. A shared consumer reads through its tap only
+right after the script, never blocking, and only while busy: the script opens it when
+the consumer alone has room and deals it the first new event itself. Events already
+handed out and
 not yet acknowledged are remembered here, so re-reading the pending list hands each
 event out once.
 """

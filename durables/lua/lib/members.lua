@@ -17,11 +17,13 @@
 -- wait for): no pool, no XCLAIM, no bell. It is an empty stream with the durable's group
 -- that the member names beside the channel (`STREAMS <channel> <tap> > >`), so the read
 -- happens only while the tap exists: the dispatcher opens it when that read is exactly
--- what the dealing would do (no filter, nothing handed back or delayed, and the member is
--- serial and idle: all its room), and deletes it (a blocked read wakes)
--- before it deals anything else to the member. The tap outlives the read: each read
--- through it renews it (PEXPIRE, the read's block time + 1 s), so it expires once its
--- member stops asking, and detaching a member (its lease lapsed) closes its taps.
+-- what the dealing would do (no filter, nothing handed back or delayed, and the member
+-- is serial and idle: all its room; or shared, busy, and alone with room: deal.lua's
+-- deal_first), and deletes it (a blocked read wakes) before it deals anything else to
+-- the member. The tap outlives the read: each read through it renews it (PEXPIRE, the
+-- read's block time + 1 s), so it expires once its member stops asking, and detaching a
+-- member (its lease lapsed) closes its taps. A shared member reads through its tap only
+-- right after the script, never blocking: the next fetch decides again.
 
 -- A filter tree as decoded from JSON: nil when there is none (absent or JSON null).
 local function filter_tree(tree)
