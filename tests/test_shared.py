@@ -51,6 +51,47 @@ def test_round_robin_goes_on_where_it_stopped(channel: durables.Channel) -> None
     assert texts(got_one) == ["e1", "e3", "e5"] and texts(got_two) == ["e2", "e4", "e6"]
 
 
+def test_idle_consumers_take_events_published_one_at_a_time_in_ring_order(
+    channel: durables.Channel,
+) -> None:
+    """Consumers blocked in their fetches, each woken by every event and racing to the
+    dispatcher: events published one at a time still go round the ring exactly."""
+    dur = channel.durable("work", kind="shared")
+    got: list[tuple[str, str]] = []
+    lock, stop = threading.Lock(), threading.Event()
+
+    def loop(name: str, consumer: durables.Consumer) -> None:
+        while not stop.is_set():
+            for event in consumer.fetch(timeout=0.3):
+                with lock:
+                    got.append((name, event.text))
+
+    with (
+        dur.consumer("a", prefetch=5, auto_ack=True) as a,
+        dur.consumer("b", prefetch=5, auto_ack=True) as b,
+        dur.consumer("c", prefetch=5, auto_ack=True) as c,
+    ):
+        pairs = zip("abc", (a, b, c), strict=True)
+        threads = [threading.Thread(target=loop, args=pair) for pair in pairs]
+        for thread in threads:
+            thread.start()
+        try:
+            for i in range(1, 13):
+                channel.publish(f"e{i}")
+                deadline = time.monotonic() + 5
+                while len(got) < i and time.monotonic() < deadline:
+                    time.sleep(0.005)
+        finally:
+            stop.set()
+            for thread in threads:
+                thread.join(timeout=5)
+    assert [text for _, text in got] == [f"e{i}" for i in range(1, 13)]
+    assert [name for name, _ in got] == ["a", "b", "c"] * 4
+    channel.delete()  # taps included
+    ns = channel.ctx.namespace
+    assert channel.ctx.executor.redis.keys(f"{ns}:{{{channel.name}}}:*") == []
+
+
 def test_window_caps_what_a_consumer_holds_and_ack_makes_room(channel: durables.Channel) -> None:
     dur = channel.durable("work", kind="shared")
     publish(channel, 10)
