@@ -4,6 +4,7 @@ the embedded server, sessions, demo, bench and the console script."""
 from __future__ import annotations
 
 import json
+import os
 import queue
 import signal
 import subprocess
@@ -122,7 +123,11 @@ def run_script(server_url: str, namespace: str) -> Iterator[Any]:
 
     def start(*args: str) -> subprocess.Popen[str]:
         command = [str(SCRIPT), "--url", server_url, "--namespace", namespace, *args]
-        child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        # a crash in the child (it died of SIGSEGV at Ctrl-C once, over TLS) shows its stack
+        env = {**os.environ, "PYTHONFAULTHANDLER": "1"}
+        child = subprocess.Popen(
+            command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+        )
         children.append(child)
         return child
 
