@@ -52,7 +52,7 @@ local d = {
 }
 local TAP_GRACE_MS = 1000
 local me = ARGV[2]
-local handed, took, block_ms = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
+local handed, block_ms = tonumber(ARGV[4]), tonumber(ARGV[6])
 local now = now_ms()
 
 if not renew_member(d, me, ARGV[3], now) then
@@ -74,7 +74,13 @@ local order, room, total, busy, filters, held = rooms(d)
 local taps = live_taps(d)
 taps[me] = nil  -- the caller's own: decided again below
 local serial = spec['kind'] == 'serial'
-if took > 0 and serial then  -- its tap dealt to it: the ring turns past it
+local took, tapping = 0, false  -- ARGV[5], as the durable's kind reads it
+if serial then
+  took = tonumber(ARGV[5])
+else
+  tapping = ARGV[5] == '1'
+end
+if took > 0 then  -- its tap dealt to it: the ring turns past it
   order = turn_past(d, order, me)
 end
 if serial then
@@ -92,7 +98,7 @@ end
 local full, buried = false, 0
 if plain and serial and not busy then
   full = true
-elseif plain and not serial and took > 0 and mine >= 2 and total == mine then
+elseif plain and tapping and mine >= 2 and total == mine then
   full = deal_first(d, me, order)
 else
   if total > 0 and #order > 0 then  -- room to deal into

@@ -196,10 +196,6 @@ local function deal_first(d, me, order)
   if not got or #got[1][2] == 0 then
     return false
   end
-  for i, consumer in ipairs(order) do
-    if consumer == me then
-      turn_ring(d, order, i % #order + 1)
-    end
-  end
+  turn_past(d, order, me)
   return true
 end
