@@ -26,6 +26,7 @@ from redis.exceptions import NoScriptError, RedisError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from . import cluster, routing, scripts
+from .direct import Connections
 from .errors import ConnectionLostError
 from .link import Link, State, StateListener
 from .ops.flows import Effect, Flow, Recover, Send, walk
@@ -73,6 +74,7 @@ class Executor:
     ) -> None:
         self.redis = redis
         self._probe = probe or redis
+        self._direct = None if isinstance(redis, cluster.RedisCluster) else Connections(redis)
         self.link = Link(reconnect_timeout_s, threading.Lock())
 
     # -- state ----------------------------------------------------------------------------
@@ -157,18 +159,16 @@ class Executor:
     def _pipeline(self, commands: list[tuple[Any, ...]]) -> list[Any]:
         if isinstance(self.redis, cluster.RedisCluster):
             return cluster.pipeline(self.redis, commands)
-        pipe = self.redis.pipeline(transaction=False)
-        for args in commands:
-            pipe.execute_command(*args)  # type: ignore[no-untyped-call]
-        replies: list[Any] = pipe.execute(raise_on_error=False)
-        return replies
+        assert self._direct is not None
+        return self._direct.pipeline(commands)
 
     _wire = staticmethod(wire)
 
     def _send(self, op: Op[Any]) -> Any:
         if isinstance(self.redis, cluster.RedisCluster):
             return cluster.send(self.redis, self._wire(op))
-        return self.redis.execute_command(*self._wire(op))  # type: ignore[no-untyped-call]
+        assert self._direct is not None
+        return self._direct.call(self._wire(op))
 
     def _send_capturing(self, op: Op[Any]) -> Any:
         try:
@@ -265,10 +265,14 @@ class Executor:
             cluster.disconnect(self.redis, inuse_connections=inuse_connections)
         else:
             self.redis.connection_pool.disconnect(inuse_connections=inuse_connections)
+        if self._direct is not None:
+            self._direct.disconnect(in_use=inuse_connections)
 
     def close(self) -> None:
         self.link.close()
         self.redis.close()
+        if self._direct is not None:
+            self._direct.disconnect(in_use=True)
         if self._probe is not self.redis:
             self._probe.close()
 

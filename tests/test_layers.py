@@ -25,7 +25,8 @@ LAYERS: dict[str, int] = {
     "ops": 2, "ops.base": 2, "ops.channels": 2, "ops.durables": 2, "ops.housekeeping": 2,
     "ops.exclusive": 2, "ops.shared": 2, "ops.sessions": 2, "ops.flows": 2, "ops.server": 2,
     # 3: sending: transport, cluster, executor, leases, runtime, context (and asyncio twins)
-    "transport": 3, "cluster": 3, "link": 3, "executor": 3, "leases": 3, "runtime": 3, "context": 3,
+    "transport": 3, "cluster": 3, "link": 3, "direct": 3, "executor": 3, "leases": 3,
+    "runtime": 3, "context": 3,
     "aio.transport": 3, "aio.cluster": 3, "aio.executor": 3, "aio.runtime": 3, "aio.context": 3,
     # 4: readers and stores over a context
     "reading": 4, "exclusive": 4, "shared": 4, "consumer": 4, "subscription": 4, "retention": 4,

@@ -1,0 +1,111 @@
+"""The executor's own connections (`durables.direct`): what redis-py's pool did for every
+call, they must still do. A socket the server closed while idle is replaced without an
+outage; a forked child never shares its parent's sockets; replies, error replies and a
+pipeline's mixed replies come back as redis-py would parse them."""
+
+from __future__ import annotations
+
+import os
+import threading
+
+import pytest
+import redis
+from redis.exceptions import NoScriptError, ResponseError
+
+import durables
+from durables.direct import Connections
+
+from .conftest import FAST
+from .servers import RedisProcess
+
+
+def test_connections_the_server_closed_while_idle_are_replaced_without_an_outage(
+    server: RedisProcess, server_url: str, namespace: str
+) -> None:
+    changes: list[tuple[str, str]] = []
+    with durables.connect(server_url, namespace=namespace, **FAST) as client:
+        client.on_state(lambda old, new: changes.append((old, new)))
+        channel = client.channel("orders")
+        durable = channel.durable("audit")
+        ids = [channel.publish(b"before")]
+        with server.client() as admin:
+            killed = admin.client_kill_filter(_type="normal", skipme=True)
+        assert killed >= 1
+        ids.append(channel.publish(b"after"))
+        with durable.consumer() as consumer:
+            got = consumer.fetch(timeout=1.0)
+        assert [e.id for e in got] == ids
+        assert changes == []  # no outage seen: the closed sockets were simply replaced
+        assert client.state == "connected"
+
+
+def test_replies_and_error_replies_read_as_redis_py_parses_them(
+    server: RedisProcess, namespace: str
+) -> None:
+    with server.client() as r:
+        conns = Connections(r)
+        key = f"{namespace}:h"
+        assert conns.call(("HSET", key, "a", 1, "b", 2)) == 2
+        assert conns.call(("HGETALL", key)) == {b"a": b"1", b"b": b"2"}  # its callback
+        with pytest.raises(NoScriptError):
+            conns.call(("EVALSHA", "0" * 40, 0))
+        replies = conns.pipeline([("HGET", key, "a"), ("INCR", key), ("HLEN", key)])
+        assert replies[0] == b"1" and replies[2] == 2
+        assert isinstance(replies[1], ResponseError) and "WRONGTYPE" in str(replies[1])
+        assert conns.call(("HGET", key, "b")) == b"2"  # the connection is still in step
+
+
+def test_a_forked_child_does_not_share_its_parents_sockets(
+    server: RedisProcess, namespace: str
+) -> None:
+    """Parent and child call at the same time; on one shared socket their replies would
+    cross (each would read the other's counts)."""
+    rounds = 2000
+    with server.client() as r:
+        conns = Connections(r)
+        key = f"{namespace}:n"
+        conns.call(("SET", key, 0))  # the parent's connection exists before the fork
+        go = threading.Event()
+        pid = os.fork()
+        if pid == 0:  # the child: a fresh client state, its own socket
+            code = 1
+            try:
+                got = [conns.call(("INCR", key)) for _ in range(rounds)]
+                code = 0 if got == sorted(got) and len(set(got)) == rounds else 2
+            finally:
+                os._exit(code)
+        go.set()
+        mine = [conns.call(("INCR", key)) for _ in range(rounds)]
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0
+        assert mine == sorted(mine) and len(set(mine)) == rounds
+        assert int(r.get(key) or 0) == 2 * rounds
+
+
+def test_interrupting_closes_a_connection_in_use(server: RedisProcess, namespace: str) -> None:
+    """`disconnect(in_use=True)` wakes a call blocked on the server at once."""
+    with server.client() as r:
+        conns = Connections(redis.Redis(host=r.connection_pool.connection_kwargs["host"],
+                                        port=r.connection_pool.connection_kwargs["port"],
+                                        socket_timeout=30))  # fmt: skip
+        conns.call(("PING",))
+        failed: list[BaseException] = []
+
+        def blocked() -> None:
+            try:
+                conns.call(("BLPOP", f"{namespace}:nothing", 20))
+            except BaseException as exc:
+                failed.append(exc)
+
+        thread = threading.Thread(target=blocked)
+        thread.start()
+        with server.client() as admin:  # wait until the server has it blocked
+            for _ in range(200):
+                if admin.info("clients")["blocked_clients"] >= 1:
+                    break
+                threading.Event().wait(0.01)
+        conns.disconnect(in_use=True)
+        thread.join(timeout=5)
+        assert not thread.is_alive()
+        assert failed and isinstance(failed[0], (redis.ConnectionError, OSError))
+        assert conns.call(("PING",)) is True  # and the next call connects again
