@@ -300,8 +300,8 @@ def event_from_entry(
     it (or redis-py's parsed `(id, {field: value})`).
 
     Returns None for an entry that was trimmed while pending (its fields are nil).
-    On every consumer's hot path: a plain event (its payload alone) is built without a
-    dictionary of its fields.
+    On every consumer's hot path: a plain event (its payload alone, or with properties) is
+    built without a dictionary of its fields.
     """
     fields = entry[1]
     if not fields:
@@ -309,8 +309,11 @@ def event_from_entry(
     event_id = entry[0].decode()
     count = counts.get(event_id, 0) if counts else 0
     if type(fields) is not dict:  # as sent: [field, value, ...]
-        if len(fields) == 2 and fields[0] == F_DATA:
+        size = len(fields)
+        if size == 2 and fields[0] == F_DATA:
             return Event(event_id, channel, fields[1], None, None, count)
+        if size == 4 and fields[0] == F_DATA and fields[2] == F_PROPS:  # as publish.lua writes
+            return Event(event_id, channel, fields[1], None, fields[3], count)
         pairs = iter(fields)
         fields = dict(zip(pairs, pairs, strict=True))
     key, op, ack = fields.get(F_KEY), fields.get(F_OP), fields.get(F_ACK)
