@@ -60,7 +60,9 @@ if not renew_member(d, me, ARGV[3], now) then
 end
 if #ARGV >= 7 then  -- the caller's acknowledgements
   redis.call('XACK', d.stream, d.group, unpack(ARGV, 7))
-  redis.call('HDEL', d.counts, unpack(ARGV, 7))
+  if redis.call('EXISTS', d.counts) == 1 then  -- passing the ids again costs ~0.2 µs each
+    redis.call('HDEL', d.counts, unpack(ARGV, 7))
+  end
 end
 local raw_spec = redis.call('HGET', KEYS[2], d.group)
 if not raw_spec then

@@ -8,6 +8,8 @@
 -- Returns  how many events were acknowledged.
 -- Errors   NOGROUP.
 local stream, group, acked = KEYS[1], ARGV[1], 0
+-- (each id passed to a command costs Lua time: the bookkeeping usually does not exist)
+local counted, kept = redis.call('EXISTS', KEYS[2]) == 1, redis.call('EXISTS', KEYS[3]) == 1
 repeat
   local pending = redis.call('XPENDING', stream, group, '-', ARGV[2], 1000)
   if #pending == 0 then
@@ -18,7 +20,11 @@ repeat
     ids[i] = entry[1]
   end
   acked = acked + redis.call('XACK', stream, group, unpack(ids))
-  redis.call('HDEL', KEYS[2], unpack(ids))
-  redis.call('SREM', KEYS[3], unpack(ids))
+  if counted then
+    redis.call('HDEL', KEYS[2], unpack(ids))
+  end
+  if kept then
+    redis.call('SREM', KEYS[3], unpack(ids))
+  end
 until #pending < 1000
 return acked
