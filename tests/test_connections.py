@@ -1,29 +1,34 @@
-"""The executor's own connections (`durables.direct`): what redis-py's pool did for every
-call, they must still do. A socket the server closed while idle is replaced without an
-outage; a forked child never shares its parent's sockets; replies, error replies and a
-pipeline's mixed replies come back as redis-py would parse them."""
+"""The executors' own connections (`durables.direct`, `durables.aio.direct`): what
+redis-py's pool did for every call, they must still do. A socket the server closed while
+idle is replaced without an outage; a forked child never shares its parent's sockets;
+replies, error replies and a pipeline's mixed replies come back as redis-py would parse
+them; interrupting wakes a call blocked on the server."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import threading
 
 import pytest
 import redis
+import redis.asyncio as aioredis
 from redis.exceptions import NoScriptError, ResponseError
 
-import durables
+from durables.aio.direct import AsyncConnections
 from durables.direct import Connections
 
-from .conftest import FAST
+from .conftest import FAST, Connect
 from .servers import RedisProcess
+
+pytestmark = pytest.mark.both_clients
 
 
 def test_connections_the_server_closed_while_idle_are_replaced_without_an_outage(
-    server: RedisProcess, server_url: str, namespace: str
+    connect: Connect, server: RedisProcess, server_url: str, namespace: str
 ) -> None:
     changes: list[tuple[str, str]] = []
-    with durables.connect(server_url, namespace=namespace, **FAST) as client:
+    with connect(server_url, namespace=namespace, **FAST) as client:
         client.on_state(lambda old, new: changes.append((old, new)))
         channel = client.channel("orders")
         durable = channel.durable("audit")
@@ -109,3 +114,36 @@ def test_interrupting_closes_a_connection_in_use(server: RedisProcess, namespace
         assert not thread.is_alive()
         assert failed and isinstance(failed[0], (redis.ConnectionError, OSError))
         assert conns.call(("PING",)) is True  # and the next call connects again
+
+
+def test_async_replies_error_replies_and_an_interrupted_call(
+    server: RedisProcess, namespace: str
+) -> None:
+    """The asyncio twin: replies as redis-py parses them, a connection in step after an
+    error reply, and `disconnect(in_use=True)` waking a call blocked on the server."""
+
+    async def scenario() -> None:
+        client = aioredis.Redis(host="127.0.0.1", port=server.port, socket_timeout=30)
+        conns = AsyncConnections(client)
+        key = f"{namespace}:ah"
+        assert await conns.call(("HSET", key, "a", 1)) == 1
+        assert await conns.call(("HGETALL", key)) == {b"a": b"1"}
+        with pytest.raises(NoScriptError):
+            await conns.call(("EVALSHA", "0" * 40, 0))
+        replies = await conns.pipeline([("HGET", key, "a"), ("INCR", key), ("HLEN", key)])
+        assert replies[0] == b"1" and replies[2] == 1 and isinstance(replies[1], ResponseError)
+        blocked = asyncio.create_task(conns.call(("BLPOP", f"{namespace}:nothing", 20)))
+        with server.client() as admin:
+            for _ in range(200):
+                if admin.info("clients")["blocked_clients"] >= 1:
+                    break
+                await asyncio.sleep(0.01)
+        await conns.disconnect(in_use=True)
+        done, _ = await asyncio.wait({blocked}, timeout=5)
+        assert done, "the blocked call did not wake"
+        assert isinstance(blocked.exception(), (redis.ConnectionError, OSError))
+        assert await conns.call(("PING",)) is True  # the next call connects again
+        await conns.disconnect(in_use=True)
+        await client.aclose()
+
+    asyncio.run(scenario())

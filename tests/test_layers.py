@@ -27,7 +27,8 @@ LAYERS: dict[str, int] = {
     # 3: sending: transport, cluster, executor, leases, runtime, context (and asyncio twins)
     "transport": 3, "cluster": 3, "link": 3, "direct": 3, "executor": 3, "leases": 3,
     "runtime": 3, "context": 3,
-    "aio.transport": 3, "aio.cluster": 3, "aio.executor": 3, "aio.runtime": 3, "aio.context": 3,
+    "aio.transport": 3, "aio.direct": 3, "aio.cluster": 3, "aio.executor": 3, "aio.runtime": 3,
+    "aio.context": 3,
     # 4: readers and stores over a context
     "reading": 4, "exclusive": 4, "shared": 4, "consumer": 4, "subscription": 4, "retention": 4,
     "publishing": 4, "dead_letters": 4, "session_store": 4, "session_delivery": 4,

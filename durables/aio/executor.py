@@ -25,6 +25,7 @@ from ..link import Link, State, StateListener
 from ..ops.flows import Effect, Flow, Recover, Send, walk_awaited
 from ..replies import translate
 from . import cluster, transport
+from .direct import AsyncConnections
 
 if TYPE_CHECKING:
     from ..ops.base import Op
@@ -47,6 +48,7 @@ class AsyncExecutor:
         self.redis = redis
         self._probe = probe or redis
         self.link = Link(reconnect_timeout_s)
+        self._direct = None if isinstance(redis, cluster.RedisCluster) else AsyncConnections(redis)
 
     @property
     def epoch(self) -> int:
@@ -109,17 +111,15 @@ class AsyncExecutor:
     async def _pipeline(self, commands: list[tuple[Any, ...]]) -> list[Any]:
         if isinstance(self.redis, cluster.RedisCluster):
             return await cluster.pipeline(self.redis, commands)
-        pipe = self.redis.pipeline(transaction=False)
-        for args in commands:
-            pipe.execute_command(*args)
-        replies: list[Any] = await pipe.execute(raise_on_error=False)
-        return replies
+        assert self._direct is not None
+        return await self._direct.pipeline(commands)
 
     async def _send_capturing(self, op: Op[Any]) -> Any:
         try:
             if isinstance(self.redis, cluster.RedisCluster):
                 return await cluster.send(self.redis, wire(op))
-            return await self.redis.execute_command(*wire(op))  # type: ignore[no-untyped-call]
+            assert self._direct is not None
+            return await self._direct.call(wire(op))
         except ResponseError as exc:
             if isinstance(exc, routing.OUTAGE):  # CLUSTERDOWN: an outage, not a reply
                 raise
@@ -209,10 +209,14 @@ class AsyncExecutor:
             await cluster.disconnect(self.redis, inuse_connections=inuse_connections)
         else:
             await self.redis.connection_pool.disconnect(inuse_connections=inuse_connections)
+        if self._direct is not None:
+            await self._direct.disconnect(in_use=inuse_connections)
 
     async def close(self) -> None:
         self.link.close()
         await transport.close(self.redis)
+        if self._direct is not None:
+            await self._direct.disconnect(in_use=True)
         if self._probe is not self.redis:
             await transport.close(self._probe)
 

@@ -1,0 +1,112 @@
+"""`durables.direct` for the asyncio client: commands straight over connections of a
+redis-py asyncio client, without its per-call layers (its retry wrapper, observability
+hooks, event dispatch, the pool's locked bookkeeping).
+
+The connections are made by the client's pool (so they connect as its own do: TLS,
+credentials, a Sentinel's current primary) and kept on a free list of ours; replies are
+read through the client's own `parse_response`. One event loop uses them, so the list
+needs no lock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import redis.asyncio as aioredis
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import ResponseError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+Conn = Any
+"""A redis-py asyncio connection (`redis.asyncio.connection.AbstractConnection`, whose
+methods are untyped)."""
+
+
+class AsyncConnections:
+    """A free list of connections to the server of `client`."""
+
+    def __init__(self, client: aioredis.Redis) -> None:
+        self.client = client
+        self._parse: Any = client.parse_response  # untyped in redis-py
+        self._idle: list[Conn] = []
+        self._made: list[Conn] = []
+
+    async def call(self, args: Sequence[Any]) -> Any:
+        """One command; its parsed reply, or the error reply raised (a `ResponseError`)."""
+        conn = await self._take()
+        try:
+            await conn.send_packed_command(conn.pack_command(*args), check_health=False)
+            reply = await self._parse(conn, args[0])
+        except ResponseError:
+            self._idle.append(conn)  # an error reply: the connection is in step
+            raise
+        except BaseException:  # a cancellation too: a reply may be left unread
+            await conn.disconnect(nowait=True)
+            self._idle.append(conn)
+            raise
+        self._idle.append(conn)
+        return reply
+
+    async def pipeline(self, commands: Sequence[Sequence[Any]]) -> list[Any]:
+        """Commands in one round trip; their parsed replies in order, error replies as
+        `ResponseError`s in their place (every command runs whatever the others reply)."""
+        conn = await self._take()
+        try:
+            await conn.send_packed_command(conn.pack_commands(commands), check_health=False)
+            replies: list[Any] = []
+            parse = self._parse
+            for args in commands:
+                try:
+                    replies.append(await parse(conn, args[0]))
+                except ResponseError as exc:
+                    replies.append(exc)
+        except BaseException:
+            await conn.disconnect(nowait=True)
+            self._idle.append(conn)
+            raise
+        self._idle.append(conn)
+        return replies
+
+    async def _take(self) -> Conn:
+        """An idle connection ready to send, or a new one."""
+        try:
+            conn = self._idle.pop()
+        except IndexError:
+            conn = self.client.connection_pool.make_connection()  # type: ignore[no-untyped-call]
+            self._made.append(conn)
+        try:
+            if conn.is_connected and await _stale(conn):
+                await conn.disconnect()
+            if not conn.is_connected:
+                await conn.connect()  # a Sentinel's connection asks for the current primary
+        except BaseException:
+            self._idle.append(conn)  # not connected: it tries again when next taken
+            raise
+        return conn
+
+    async def disconnect(self, *, in_use: bool) -> None:
+        """Close the idle connections (they connect again as they next send), and with
+        `in_use` the busy ones too: a task waiting on a black-holed socket wakes at once."""
+        if in_use:
+            for conn in list(self._made):
+                await conn.disconnect()
+            return
+        drained, self._idle = self._idle, []  # off the list first: no task takes one as it closes
+        try:
+            for conn in drained:
+                await conn.disconnect()
+        finally:
+            self._idle.extend(drained)
+
+
+async def _stale(conn: Conn) -> bool:
+    """Whether an idle connection must be renewed before use: the server closed it, or data
+    waits on it (a reply left unread), as redis-py's pool checks."""
+    try:
+        return bool(await conn.can_read())
+    except (RedisConnectionError, RedisTimeoutError, OSError):
+        return True
+
+
+__all__ = ["AsyncConnections"]
