@@ -10,6 +10,7 @@ needs no lock.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from typing import Any
 
@@ -89,15 +90,22 @@ class AsyncConnections:
         """Close the idle connections (they connect again as they next send), and with
         `in_use` the busy ones too: a task waiting on a black-holed socket wakes at once."""
         if in_use:
-            for conn in list(self._made):
-                await conn.disconnect()
+            await _all_closed(list(self._made))
             return
         drained, self._idle = self._idle, []  # off the list first: no task takes one as it closes
         try:
-            for conn in drained:
-                await conn.disconnect()
+            await _all_closed(drained)
         finally:
             self._idle.extend(drained)
+
+
+async def _all_closed(conns: list[Conn]) -> None:
+    """Close every connection at once, as redis-py's pool does (each may wait out a dead
+    socket); the first error, if any, raised once all are done."""
+    results = await asyncio.gather(*(c.disconnect() for c in conns), return_exceptions=True)
+    error = next((r for r in results if isinstance(r, BaseException)), None)
+    if error is not None:
+        raise error
 
 
 async def _stale(conn: Conn) -> bool:
