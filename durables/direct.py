@@ -19,13 +19,34 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
+import hiredis
 import redis
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 Conn = Any
-"""A redis-py connection (`redis.connection.Conn`, whose methods are untyped)."""
+"""A redis-py connection (`redis.connection.AbstractConnection`, whose methods are untyped)."""
+
+
+def pack(conn: Conn, args: Sequence[Any]) -> list[bytes]:
+    """A command as sent, packed by hiredis (a dependency, and then redis-py's packer too)
+    without redis-py's look at every argument in Python first (0.3 µs per event of a batch
+    publish). A command name with a space is split, as redis-py does (`XINFO GROUPS`);
+    anything hiredis refuses (a bytearray, a memoryview) goes through redis-py's packer."""
+    wire: Any = args
+    try:
+        if " " in wire[0]:
+            wire = (*wire[0].split(), *wire[1:])
+        return [hiredis.pack_command(wire)]
+    except TypeError:
+        packed: list[bytes] = conn.pack_command(*args)
+        return packed
+
+
+def pack_all(conn: Conn, commands: Sequence[Sequence[Any]]) -> list[bytes]:
+    """Commands of one pipeline as sent (see `pack`), in one buffer."""
+    return [b"".join(part for args in commands for part in pack(conn, args))]
 
 
 class Connections:
@@ -46,7 +67,7 @@ class Connections:
         """One command; its parsed reply, or the error reply raised (a `ResponseError`)."""
         conn = self._take()
         try:
-            conn.send_packed_command(conn.pack_command(*args), check_health=False)
+            conn.send_packed_command(pack(conn, args), check_health=False)
             reply = self._parse(conn, args[0])
         except ResponseError:
             self._idle.append(conn)  # an error reply: the connection is in step
@@ -63,7 +84,7 @@ class Connections:
         `ResponseError`s in their place (every command runs whatever the others reply)."""
         conn = self._take()
         try:
-            conn.send_packed_command(conn.pack_commands(commands), check_health=False)
+            conn.send_packed_command(pack_all(conn, commands), check_health=False)
             replies: list[Any] = []
             parse = self._parse
             for args in commands:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import os
 import threading
+from typing import Any
 
 import pytest
 import redis
@@ -16,7 +17,7 @@ import redis.asyncio as aioredis
 from redis.exceptions import NoScriptError, ResponseError
 
 from durables.aio.direct import AsyncConnections
-from durables.direct import Connections
+from durables.direct import Connections, pack, pack_all
 
 from .conftest import FAST, Connect
 from .servers import RedisProcess
@@ -147,3 +148,19 @@ def test_async_replies_error_replies_and_an_interrupted_call(
         await client.aclose()
 
     asyncio.run(scenario())
+
+
+def test_commands_are_packed_as_redis_py_packs_them(server: RedisProcess) -> None:
+    """hiredis packs straight; a spaced command name is split and what hiredis refuses goes
+    through redis-py's packer, so the bytes sent are redis-py's."""
+    with server.client() as r:
+        conn = r.connection_pool.make_connection()
+        cases: list[tuple[Any, ...]] = [
+            ("XINFO GROUPS", "stream"),
+            ("EVALSHA", "0" * 40, 1, "k", b"\x00\xff", "é", 12, 2.5),
+            ("SET", "k", bytearray(b"v")),
+            ("SET", "k", memoryview(b"v")),
+        ]
+        for args in cases:
+            assert b"".join(pack(conn, args)) == b"".join(conn.pack_command(*args))
+        assert b"".join(pack_all(conn, cases)) == b"".join(conn.pack_commands(cases))

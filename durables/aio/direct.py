@@ -4,7 +4,8 @@ hooks, event dispatch, the pool's locked bookkeeping).
 
 The connections are made by the client's pool (so they connect as its own do: TLS,
 credentials, a Sentinel's current primary) and kept on a free list of ours; replies are
-read through the client's own `parse_response`. One event loop uses them, so the list
+read through the client's own `parse_response`; commands are packed as the sync ones
+are (`durables.direct.pack`). One event loop uses them, so the list
 needs no lock.
 """
 
@@ -18,6 +19,8 @@ import redis.asyncio as aioredis
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from ..direct import pack, pack_all
 
 Conn = Any
 """A redis-py asyncio connection (`redis.asyncio.connection.AbstractConnection`, whose
@@ -37,7 +40,7 @@ class AsyncConnections:
         """One command; its parsed reply, or the error reply raised (a `ResponseError`)."""
         conn = await self._take()
         try:
-            await conn.send_packed_command(conn.pack_command(*args), check_health=False)
+            await conn.send_packed_command(pack(conn, args), check_health=False)
             reply = await self._parse(conn, args[0])
         except ResponseError:
             self._idle.append(conn)  # an error reply: the connection is in step
@@ -54,7 +57,7 @@ class AsyncConnections:
         `ResponseError`s in their place (every command runs whatever the others reply)."""
         conn = await self._take()
         try:
-            await conn.send_packed_command(conn.pack_commands(commands), check_health=False)
+            await conn.send_packed_command(pack_all(conn, commands), check_health=False)
             replies: list[Any] = []
             parse = self._parse
             for args in commands:
