@@ -30,7 +30,13 @@ in one slot and every Lua script runs unchanged on Redis Cluster:
                                       a serial consumer may read new events straight from the
                                       channel; deleting it ends the read (a blocked one wakes);
                                       it expires unless each read through it renews it
-    <ns>:{<ch>}:taps:<durable>        hash: tap key -> consumer id of the taps opened
+    <ns>:{<ch>}:taps:<durable>        hash: tap (or door) key -> consumer id, those opened
+    <ns>:{<ch>}:door:<durable>:<id>   stream (empty) with the durable's group: an idle shared
+                                      consumer waits reading it, until it is woken (an entry)
+                                      to read the channel through its tap; listed with the taps
+    <ns>:{<ch>}:waits:<durable>       hash: waiting consumer id -> 'd', or the newest stream
+                                      id when it was woken to read the channel (what it takes
+                                      after that, the dispatcher settles)
     <ns>:{<ch>}:dead:<durable>        stream: dead letters (events past max_deliveries)
     <ns>:{<ch>}:nacks                 stream: ack-required events a session did not acknowledge
     <ns>:{<ch>}:strips                zset: session id -> publish count at which to check its queue
@@ -185,6 +191,12 @@ class ChannelKeys:
     def taps(self, durable: str) -> str:
         return f"{self.prefix}:taps:{durable}"
 
+    def door(self, durable: str, consumer: str) -> str:
+        return f"{self.prefix}:door:{durable}:{consumer}"
+
+    def waits(self, durable: str) -> str:
+        return f"{self.prefix}:waits:{durable}"
+
     def bell(self, durable: str) -> str:
         return f"{self.prefix}:bell:{durable}"
 
@@ -219,6 +231,7 @@ class ChannelKeys:
             self.redo(durable),
             self.delayed(durable),
             self.taps(durable),  # scripts delete the taps it names first
+            self.waits(durable),
             self.bell(durable),
             self.dead(durable),
         ]

@@ -297,6 +297,10 @@ class SharedLoop(ReaderLoop):
                 self._notice(dealt.notice)
             remaining = deadline - clock()
             if dealt.events or remaining <= 0:
+                with self.lock:
+                    leave = self.state.stop_waiting()
+                if leave is not None:
+                    yield from send([leave], retry=False)
                 return dealt.events
             if dealt.waited:  # it blocked for new events through a tap already
                 continue

@@ -280,8 +280,8 @@ def test_shared_fetch_carries_the_acks_and_hands_each_event_out_once() -> None:
 
 def test_shared_fetch_reads_through_its_tap_only_while_busy_and_right_after_the_script() -> None:
     h = handout()
-    idle, _read = h.fetch(0.5)  # nothing fetched yet: no tap asked for
-    assert idle.args[4] == 0
+    idle, _read = h.fetch(0.5)  # nothing fetched yet: no tap read asked for (1); idle and
+    assert idle.args[4] == 2  # blocking, it may join the waiters (lib/settle.lua)
     h.fetch_failed()
     h.commit(h.on_fetch([dealt_reply(), [entry("1-0", d="a")]]).events)
     assert len(h.fetch(0.5)) == 2  # one event is no batch: still no tap
@@ -294,6 +294,31 @@ def test_shared_fetch_reads_through_its_tap_only_while_busy_and_right_after_the_
     assert [e.id for e in got.events] == ["4-0", "5-0", "6-0"]
     assert not got.waited and not h.tap_open  # no fetch without the script
     assert len(h.fetch(0.5)) == 2  # no room left for a tap: the script and the pending read
+
+
+def test_an_idle_shared_consumer_waits_in_one_pipeline_once_the_dispatcher_allows_it() -> None:
+    h = handout()
+    h.on_fetch([dealt_reply(tap=2), []])  # idle, nothing came: its door is open
+    assert h.wait_open
+    h.commit(h.on_fetch([dealt_reply(tap=2), [entry("1-0", d="a")]]).events)
+    ack, hdel, join, door, watch, settle, pending = h.fetch(0.5)
+    assert (ack.args, hdel.args) == (("XACK", K.stream, "d", "1-0"),
+                                      ("HDEL", K.redeliveries("d"), "1-0"))  # fmt: skip
+    assert join.script == "join_shared" and settle.script == "settle_shared"
+    # each read blocks half the time; only a consumer woken to watch reads the channel
+    assert door.args == ("XREADGROUP", "GROUP", "d", "w#1", "COUNT", 1, "BLOCK", 250,
+                         "STREAMS", K.door("d", "w#1"), ">")  # fmt: skip
+    assert watch.args == ("XREADGROUP", "GROUP", "d", "w#1", "COUNT", 3, "BLOCK", 250,
+                          "STREAMS", K.stream, K.tap("d", "w#1"), ">", ">")  # fmt: skip
+    assert pending.args[-1] == "0"
+    got = h.on_fetch([1, 0, 1, None, None, 2, [entry("2-0", d="b")]])
+    assert [e.id for e in got.events] == ["2-0"] and got.waited
+    assert h.wait_open and h.stop_waiting() is not None  # it watches on: leaving says so
+    assert h.stop_waiting() is None
+    assert len(h.fetch(0.5)) == 5  # no acks owed: join, door, channel, settle, pending
+    h.on_fetch([1, None, None, 0, []])  # its door was closed: through the dispatcher next
+    assert not h.wait_open and h.fetch(0.5)[0].script == "fetch_shared"
+    assert h.fetch(0.0)[0].script == "fetch_shared"  # and never without blocking
 
 
 def test_serial_fetch_reads_new_events_through_its_tap_and_keeps_it_while_it_asks() -> None:

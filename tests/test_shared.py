@@ -11,6 +11,7 @@ import time
 from collections.abc import Callable
 
 import pytest
+from redis import Redis
 
 import durables
 from durables import ConfigError, InvalidWindowError
@@ -90,6 +91,120 @@ def test_idle_consumers_take_events_published_one_at_a_time_in_ring_order(
     channel.delete()  # taps included
     ns = channel.ctx.namespace
     assert channel.ctx.executor.redis.keys(f"{ns}:{{{channel.name}}}:*") == []
+
+
+def _fetching(
+    consumers: dict[str, durables.Consumer], timeout: float = 0.3
+) -> tuple[list[tuple[str, str, float]], Callable[[], None]]:
+    """Each consumer fetching in a thread of its own, blocking: what arrived (name, text,
+    when), and a function that stops them."""
+    got: list[tuple[str, str, float]] = []
+    lock, stop = threading.Lock(), threading.Event()
+
+    def loop(name: str, consumer: durables.Consumer) -> None:
+        while not stop.is_set():
+            for event in consumer.fetch(timeout=timeout):
+                with lock:
+                    got.append((name, event.text, time.monotonic()))
+
+    threads = [threading.Thread(target=loop, args=pair) for pair in consumers.items()]
+    for thread in threads:
+        thread.start()
+
+    def halt() -> None:
+        stop.set()
+        for thread in threads:
+            thread.join(timeout=5)
+
+    return got, halt
+
+
+def test_an_event_published_to_idle_consumers_costs_one_consumers_work(
+    channel: durables.Channel,
+) -> None:
+    """Idle consumers wait in reads of their own, and one at a time reads the channel: an
+    event wakes that one, whose wait settles it, not every consumer, each running the
+    dispatcher (which cost about five scripts per event with three consumers)."""
+    redis = channel.ctx.executor.redis
+    if not isinstance(redis, Redis):
+        pytest.skip("the server's command counts are per node on a cluster")
+    dur = channel.durable("work", kind="shared")
+    with (
+        dur.consumer("a", prefetch=5, auto_ack=True) as a,
+        dur.consumer("b", prefetch=5, auto_ack=True) as b,
+        dur.consumer("c", prefetch=5, auto_ack=True) as c,
+    ):
+        got, halt = _fetching({"a": a, "b": b, "c": c})
+        try:
+            time.sleep(0.5)  # all three waiting
+            before = redis.info("commandstats")["cmdstat_evalsha"]["calls"]
+            for i in range(1, 25):
+                channel.publish(f"e{i}")
+                deadline = time.monotonic() + 5
+                while len(got) < i and time.monotonic() < deadline:
+                    time.sleep(0.002)
+            scripts = redis.info("commandstats")["cmdstat_evalsha"]["calls"] - before
+        finally:
+            halt()
+    assert [name for name, _, _ in got] == ["a", "b", "c"] * 8
+    # each event: its publish, the taker's settling and its joining the waiters again
+    assert scripts / 24 < 3.6
+
+
+def test_a_burst_to_idle_waiting_consumers_is_dealt_round_robin(
+    channel: durables.Channel,
+) -> None:
+    """Idle consumers wait in reads of their own, one of them reading the channel: a burst
+    it takes whole is dealt round the ring as the dispatcher would deal it."""
+    dur = channel.durable("work", kind="shared")
+    with (
+        dur.consumer("a", prefetch=5, auto_ack=True) as a,
+        dur.consumer("b", prefetch=5, auto_ack=True) as b,
+        dur.consumer("c", prefetch=5, auto_ack=True) as c,
+    ):
+        got, halt = _fetching({"a": a, "b": b, "c": c})
+        try:
+            time.sleep(0.5)  # all three waiting
+            for start in (1, 7):
+                publish(channel, 6, start=start)
+                deadline = time.monotonic() + 5
+                while len(got) < start + 5 and time.monotonic() < deadline:
+                    time.sleep(0.005)
+        finally:
+            halt()
+    by = {name: [text for who, text, _ in got if who == name] for name in "abc"}
+    assert by == {
+        "a": ["e1", "e4", "e7", "e10"],
+        "b": ["e2", "e5", "e8", "e11"],
+        "c": ["e3", "e6", "e9", "e12"],
+    }
+
+
+def test_a_consumer_that_stops_asking_does_not_hold_up_the_others(
+    channel: durables.Channel,
+) -> None:
+    """The head of the ring waits once, then stops asking: its events are dealt to it all
+    the same (round robin), and the next consumer gets the next event at once."""
+    dur = channel.durable("work", kind="shared")
+    with (
+        dur.consumer("a", prefetch=5, auto_ack=True) as a,
+        dur.consumer("b", prefetch=5, auto_ack=True) as b,
+    ):
+        assert a.fetch(timeout=0.2) == []  # it waited, and stops asking
+        got, halt = _fetching({"b": b}, timeout=2)
+        try:
+            time.sleep(0.3)
+            channel.publish("e1")  # a's turn: dealt to it, though it does not ask
+            sent = time.monotonic()
+            channel.publish("e2")
+            deadline = sent + 5
+            while not got and time.monotonic() < deadline:
+                time.sleep(0.005)
+        finally:
+            halt()
+        assert [(who, text) for who, text, _ in got] == [("b", "e2")]
+        assert got[0][2] - sent < 0.5  # not after a wait ran out
+        assert texts(a.fetch(timeout=2)) == ["e1"]
 
 
 def test_window_caps_what_a_consumer_holds_and_ack_makes_room(channel: durables.Channel) -> None:

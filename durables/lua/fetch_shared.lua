@@ -6,6 +6,8 @@
 -- events right after, in the same pipeline (XREADGROUP ... 0), so payloads never pass
 -- through Lua; then new events straight from the channel through its taps, if this script
 -- opened one (lib/members.lua): the steady path, with no pool, no XCLAIM and no bell.
+-- Shared durables first settle what watchers took (lib/settle.lua), and open an idle
+-- caller's door, so its next wait is one pipeline of its own and no script of this size.
 -- KEYS[1]  the channel's stream
 -- KEYS[2]  the channel's durables hash (name -> spec JSON with 'kind', 'ast', 'max_deliveries')
 -- KEYS[3]  the durable's members hash (consumer id -> {"w": window, "ast": own filter};
@@ -19,14 +21,18 @@
 -- KEYS[10] the durable's dead-letter stream
 -- KEYS[11] the durable's taps hash (tap key -> consumer id)
 -- KEYS[12] the caller's tap: a serial durable's while the line is the caller's; a shared
---          durable's for one read, when the caller alone has room (lib/deal.lua, deal_first)
+--          durable's for one read, when the caller alone has room (lib/deal.lua, deal_first),
+--          or while it watches (lib/settle.lua)
+-- KEYS[13] the durable's waits hash (lib/settle.lua)
+-- KEYS[14] the caller's door (shared: opened when it may join the waiters, lib/settle.lua)
 -- ARGV[1]  durable name (the group)
 -- ARGV[2]  the calling consumer's id
 -- ARGV[3]  lease length in milliseconds
 -- ARGV[4]  how many events the caller holds, handed out and not acknowledged
 -- ARGV[5]  serial durables: how many events the caller's last read through its tap took
 --          (the ring turns past it); shared ones: 1 if the caller reads through its tap
---          right after this script (it does while busy), else 0
+--          right after this script (it does while busy), 2 if it would join the waiters
+--          when nothing comes (it is idle and asks blocking), else 0
 -- ARGV[6]  how long the caller's read through a tap may block, in milliseconds (a tap
 --          opened lives that long and TAP_GRACE_MS more; each read through it renews it)
 -- ARGV[7..] ids the caller acknowledges
@@ -34,7 +40,8 @@
 --          the caller waits for the bell alone), newest bell id ('0-0' for none), {id, count, ...} of the
 --          caller's pending events delivered before, how many were dead-lettered now,
 --          store filter version (0: none), consumer that set it ('' for none),
---          1 if the caller's tap is open, else 0}.
+--          1 if the caller's tap is open to read, 2 if its door is (shared: it may join
+--          the waiters, lib/settle.lua), else 0}.
 -- Errors   DETACHED (the caller's lease lapsed and it was reaped), NODURABLE; NOGROUP
 --          (Redis's own) if the spec is there but the group is gone.
 --@include clock
@@ -45,10 +52,11 @@
 --@include reap
 --@include dead_letters
 --@include deal
+--@include settle
 local d = {
   stream = KEYS[1], members = KEYS[3], alive = KEYS[4], ring = KEYS[5], redo = KEYS[6],
   delayed = KEYS[7], counts = KEYS[8], bell = KEYS[9], dead = KEYS[10], taps = KEYS[11],
-  group = ARGV[1],
+  waits = KEYS[13], group = ARGV[1],
 }
 local TAP_GRACE_MS = 1000
 local me = ARGV[2]
@@ -74,13 +82,19 @@ local store = store_filter(d)
 reap(d, now)  -- lapsed consumers' events and due rollbacks go back first in line
 local order, room, total, busy, filters, held = rooms(d)
 local taps = live_taps(d)
-taps[me] = nil  -- the caller's own: decided again below
 local serial = spec['kind'] == 'serial'
-local took, tapping = 0, false  -- ARGV[5], as the durable's kind reads it
+if not serial then
+  if settle(d, order, room, filters, taps) then  -- events watchers took
+    order, room, total, busy, filters, held = rooms(d)
+  end
+  redis.call('HDEL', d.waits, me)  -- fetching: its wait, if any, is over
+end
+taps[me] = nil  -- the caller's own: decided again below
+local took, tapping, waiting = 0, false, false  -- ARGV[5], as the durable's kind reads it
 if serial then
   took = tonumber(ARGV[5])
 else
-  tapping = ARGV[5] == '1'
+  tapping, waiting = ARGV[5] == '1', ARGV[5] == '2'
 end
 if took > 0 then  -- its tap dealt to it: the ring turns past it
   order = turn_past(d, order, me)
@@ -113,10 +127,22 @@ else
     end
   end
 end
+local newest = newest_id(d.stream)
+-- An idle caller with room left may join the waiters (lib/settle.lua) when nothing but
+-- new events can come to it.
+local wait = waiting and block_ms > 0 and (room[me] or 0) > 0 and filter_tree(spec['ast']) == nil
+  and filter_tree(store['ast']) == nil and redis.call('LLEN', d.redo) == 0
+  and redis.call('ZCARD', d.delayed) == 0
+for _, consumer in ipairs(order) do
+  wait = wait and filters[consumer] == nil
+end
 set_tap(d, KEYS[12], me, full, block_ms + TAP_GRACE_MS)
+if not serial then
+  set_tap(d, KEYS[14], me, wait, block_ms + TAP_GRACE_MS)  -- its door
+  watch(d, KEYS[12], KEYS[14], me, block_ms + TAP_GRACE_MS)
+end
 
 local redelivered = redelivered_of(d.stream, d.group, d.counts, me)
-local newest = newest_id(d.stream)
 if serial and busy and not full then
   -- The line is taken (another member reads through its tap, or what was dealt is not
   -- acknowledged yet): new events are not the caller's to wake for, which cost a whole
@@ -126,4 +152,4 @@ if serial and busy and not full then
   newest = LAST_ID
 end
 return {newest, newest_id(d.bell), redelivered, buried, store['version'], store['by'],
-  full and 1 or 0}
+  full and 1 or (wait and 2 or 0)}

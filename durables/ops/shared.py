@@ -10,10 +10,11 @@ stays open while it keeps asking (each read renews it), so its steady fetch is i
 and that read alone, with no script; whatever changes the dealing closes the taps, and
 the next fetch asks the dispatcher again. A shared consumer reads through its tap only
 right after the script, never blocking, and only while busy: the script opens it when
-the consumer alone has room and deals it the first new event itself. Events already
-handed out and
-not yet acknowledged are remembered here, so re-reading the pending list hands each
-event out once.
+the consumer alone has room and deals it the first new event itself. An idle shared
+consumer waits in one pipeline of its own (`_wait`, lib/settle.lua): at its door until
+woken to watch, then reading the channel, so an event wakes one consumer, not all. Events
+already handed out and not yet acknowledged are remembered here, so re-reading the
+pending list hands each event out once.
 """
 
 from __future__ import annotations
@@ -31,6 +32,9 @@ from .base import Op, as_bool, as_int, command, script
 
 TAP_CLOSED = frozenset({"NOGROUP", "UNBLOCKED"})
 """A read through a tap the script did not open (or closed while it blocked) fails so."""
+
+READY = 2
+"""An idle shared consumer may join the waiters (lib/settle.lua): its door is open."""
 
 TAP_GRACE_MS = 1000
 """A tap outlives the read's block by this much (as `fetch_shared.lua` opens it): a
@@ -75,7 +79,7 @@ class SharedHandout:
         self._fetch_keys = (
             k.stream, k.durables, k.members(d), k.alive(d), k.ring(d), k.redo(d),
             k.delayed(d), k.redeliveries(d), k.bell(d), k.dead(d), k.taps(d),
-            k.tap(d, consumer_id),
+            k.tap(d, consumer_id), k.waits(d), k.door(d, consumer_id),
         )  # fmt: skip
         self.handed: set[str] = set()  # handed to the application, not yet acked
         self.to_ack: list[str] = []  # deferred acks, sent with the next fetch
@@ -91,7 +95,11 @@ class SharedHandout:
         self._block_ms = 0
         self.tap_open = False
         """The dispatcher opened this consumer's tap and no read found it closed since."""
+        self.wait_open = 0
+        """READY: this idle shared consumer may wait without the dispatcher, else 0."""
+        self._watching = False  # it watches on past its last wait (settle_shared.lua)
         self._fast = False  # the fetch in flight is `_tap_fetch`
+        self._stage = "deal"  # the fetch in flight: "deal", or "wait" (`_wait`)
 
     def attach(self) -> Op[int]:
         """Join the ring with this window (and filter); the store filter's version comes back."""
@@ -104,7 +112,7 @@ class SharedHandout:
 
     def on_attach(self, version: int) -> None:
         self.store_version = version
-        self.tap_open = False  # attaching closes every tap
+        self.tap_open, self.wait_open = False, 0  # attaching closes every tap
 
     def renew(self) -> Op[bool]:
         return script("renew_member", [self.k.members(self.durable), self.k.alive(self.durable)],
@@ -120,19 +128,22 @@ class SharedHandout:
         self._fast = self.serial and self.tap_open and not self.handed
         if self._fast:
             return self._tap_fetch()
-        k, d = self.k, self.durable
+        d = self.durable
         room = self.window - len(self.handed)
         # shared: read through a tap only while busy (an idle consumer's fetch brings an
-        # event or none, and a read that fails costs it more than it saves)
+        # event or none, and a read that fails costs it more than it saves); idle and
+        # blocking, wait through it (lib/settle.lua)
         tapping = not self.serial and self._busy and room >= 2
-        took = self._took if self.serial else int(tapping)
+        waiting = not self.serial and not tapping and self._block_ms > 0 and room >= 1
+        took = self._took if self.serial else (1 if tapping else 2 if waiting else 0)
+        self._stage = "deal"
+        if waiting and self.wait_open:
+            return self._wait()
         deal: Op[Any] = script("fetch_shared", self._fetch_keys,
                                [d, self.id, self.lease_ms, len(self.handed), took,
                                 self._block_ms, *self._in_flight],
                                context=self.context)  # fmt: skip
-        read = command("XREADGROUP", "GROUP", d, self.id, "COUNT", self.window,
-                       "STREAMS", k.stream, "0",
-                       parse=entries_read, context=self.context)  # fmt: skip
+        read = self._pending()
         if self.serial:
             return [deal, read, self._tap_read(max(1, room))]
         if not tapping:
@@ -146,7 +157,7 @@ class SharedHandout:
         once it is not: the read then fails at once, or wakes when the tap is deleted)."""
         blocking = ("BLOCK", self._block_ms) if self._block_ms and block else ()
         return command("XREADGROUP", "GROUP", self.durable, self.id, "COUNT", count, *blocking,
-                       "STREAMS", self.k.stream, self._fetch_keys[-1], ">", ">",
+                       "STREAMS", self.k.stream, self._fetch_keys[11], ">", ">",
                        parse=_tapped, context=self.context, tolerate=TAP_CLOSED)  # fmt: skip
 
     def _tap_fetch(self) -> list[Op[Any]]:
@@ -154,26 +165,83 @@ class SharedHandout:
         renewed (`PEXPIRE`: 0 if it is gone, closed by whatever changed the dealing or
         expired), then read; a closed tap fails the read, and the next fetch asks the
         dispatcher."""
-        k, d, acks = self.k, self.durable, self._in_flight
-        ops: list[Op[Any]] = []
-        if acks:
-            ops += [command("XACK", k.stream, d, *acks, context=self.context),
-                    command("HDEL", k.redeliveries(d), *acks, context=self.context)]  # fmt: skip
-        tap = self._fetch_keys[-1]
+        ops = self._acks(self._in_flight)
+        tap = self._fetch_keys[11]
         ops += [command("PEXPIRE", tap, self._block_ms + TAP_GRACE_MS, parse=as_bool,
                         context=self.context),
                 self._tap_read(max(1, self.window - len(self.handed)))]  # fmt: skip
         return ops
+
+    def _pending(self) -> Op[list[Any]]:
+        """This consumer's pending events (those handed out already are skipped)."""
+        return command("XREADGROUP", "GROUP", self.durable, self.id, "COUNT", self.window,
+                       "STREAMS", self.k.stream, "0",
+                       parse=entries_read, context=self.context)  # fmt: skip
+
+    def _wait(self) -> list[Op[Any]]:
+        """An idle shared consumer's wait, one pipeline (lib/settle.lua), its acks first:
+        join the waiters, read its door until woken to watch, read the channel through its
+        tap (which fails at once unless it was woken), settle what it took, and read its
+        pending list, which brings what is this consumer's. Each read blocks for half the
+        time, so the whole wait stays within it."""
+        k, d, tap, door = self.k, self.durable, self._fetch_keys[11], self._fetch_keys[13]
+        half = max(1, self._block_ms // 2)
+        # a burst is taken whole, and the script behind deals it round robin
+        room = max(1, self.window - len(self.handed))
+        self._stage = "wait"
+        return [*self._acks(self._in_flight),
+                script("join_shared", [k.stream, k.ring(d), k.redo(d), k.taps(d), k.waits(d),
+                                       tap, door],
+                       [d, self.id, self._block_ms], parse=as_int, context=self.context),
+                command("XREADGROUP", "GROUP", d, self.id, "COUNT", 1, "BLOCK", half,
+                        "STREAMS", door, ">", parse=_tapped, context=self.context,
+                        tolerate=TAP_CLOSED),
+                command("XREADGROUP", "GROUP", d, self.id, "COUNT", room, "BLOCK", half,
+                        "STREAMS", k.stream, tap, ">", ">", parse=_tapped,
+                        context=self.context, tolerate=TAP_CLOSED),
+                script("settle_shared", [k.stream, k.members(d), k.alive(d), k.ring(d),
+                                         k.redo(d), k.delayed(d), k.redeliveries(d), k.bell(d),
+                                         k.taps(d), k.waits(d), tap, door],
+                       [d, self.id, self._block_ms], parse=as_int, context=self.context),
+                self._pending()]  # fmt: skip
+
+    def _leave(self) -> Op[int]:
+        k, d = self.k, self.durable
+        return script("leave_shared", [k.stream, k.ring(d), k.taps(d), k.waits(d),
+                                       self._fetch_keys[11], self._fetch_keys[13]],
+                      [d, self.id, self._block_ms], parse=as_int,
+                      context=self.context)  # fmt: skip
+
+    def stop_waiting(self) -> Op[int] | None:
+        """A consumer that watches on (settle_shared.lua) and stops asking (its fetch
+        ended) leaves the waiters, so the next in the ring watches instead."""
+        if not self._watching:
+            return None
+        self._watching = False
+        return self._leave()
+
+    def _acks(self, acks: Sequence[str]) -> list[Op[Any]]:
+        """Plain acknowledgements (and their redelivery counts dropped), for a fetch
+        without the dispatcher's script first."""
+        if not acks:
+            return []
+        k, d = self.k, self.durable
+        return [command("XACK", k.stream, d, *acks, context=self.context),
+                command("HDEL", k.redeliveries(d), *acks, context=self.context)]  # fmt: skip
 
     def fetch_failed(self) -> None:
         """Not sent (or the reply lost): the acks go with the next fetch, through the
         dispatcher."""
         self.to_ack[:0] = self._in_flight
         self._in_flight = []
-        self.tap_open = False
+        self.tap_open, self.wait_open = False, 0
 
     def on_fetch(self, replies: Sequence[Any]) -> Dealt:
         self._in_flight = []
+        if self._stage == "wait":
+            *_reads, then, pending = replies
+            self.wait_open, self._watching = (READY if then else 0), then == 2
+            return Dealt("", "", self._events(pending, {}), None, waited=True)
         if self._fast:
             *_acked, renewed, new = replies
             self.tap_open = bool(renewed) and new is not None
@@ -182,10 +250,13 @@ class SharedHandout:
             return Dealt("", "", self._events(new or [], {}), None, waited=True)
         reply, pending, *tapped = replies  # the read through the tap, if the fetch sent it
         newest, rung, flat, _buried, version, by, *taps = reply
+        tap = taps[0] if taps else 0
         new = (tapped[0] or []) if tapped else []
         self._took = len(new)
-        self.tap_open = self.serial and any(taps) and tapped[0] is not None
-        waited = self.serial and any(taps) and self._block_ms > 0
+        self.tap_open = self.serial and tap == 1 and tapped[0] is not None
+        self.wait_open = READY if tap == READY else 0
+        # fetch again at once: a serial read blocked already; a shared wait is the next read
+        waited = (self.serial and tap == 1 and self._block_ms > 0) or self.wait_open > 0
         notice = None
         if self.selector is not None and version > self.store_version and text(by) != self.id:
             self.store_version = version
@@ -251,7 +322,7 @@ class SharedHandout:
             return None
         ids = [e.id for e in events]
         self.handed.difference_update(ids)
-        self.tap_open = False  # the script closes every tap: these are dealt first
+        self.tap_open, self.wait_open = False, 0  # the script closes every tap: these first
         k, d = self.k, self.durable
         return script("rollback_shared", [k.stream, k.redo(d), k.delayed(d), k.redeliveries(d),
                                           k.bell(d), k.taps(d)],
@@ -262,7 +333,7 @@ class SharedHandout:
         ops = self.flush()
         handed = sorted(self.handed.difference(e.id for e in unhanded))
         self.handed.clear()
-        self.tap_open = False
+        self.tap_open, self.wait_open = False, 0
         k, d = self.k, self.durable
         ops.append(script("release_shared", [k.stream, k.members(d), k.alive(d), k.ring(d),
                                              k.redo(d), k.redeliveries(d), k.bell(d),

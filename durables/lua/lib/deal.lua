@@ -176,6 +176,7 @@ local function deal_direct(d, me, spec, store, order, room, filters, serial, tap
   local got = redis.call('XREADGROUP', 'GROUP', d.group, consumer, 'COUNT', room[consumer],
     'STREAMS', d.stream, '>')
   if got and #got[1][2] > 0 then
+    room[consumer] = room[consumer] - #got[1][2]
     close_taps(d, taps, consumer)
     turn_ring(d, order, only % #order + 1)
     if consumer ~= me then

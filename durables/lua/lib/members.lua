@@ -11,6 +11,8 @@
 --   d.ring     list: consumer ids in round-robin order, next to deal first
 --   d.bell     stream (MAXLEN 1) the members block on, rung when events move to them
 --   d.taps     hash: tap key -> consumer id, the live taps (below)
+--   d.waits    hash: consumer id -> where its wait began (settle.lua); only where the
+--              script names it
 --
 -- A tap lets one member read new events straight from the channel, with its own
 -- XREADGROUP right after the dispatcher's script (blocking, when it has nothing else to
@@ -123,13 +125,16 @@ local function live_taps(d)
 end
 
 -- Close a consumer's taps: its blocked read, if any, wakes with an error and it fetches
--- again.
+-- again. Its wait is over too: what it holds from now on was dealt to it.
 local function close_taps(d, taps, consumer)
   for _, key in ipairs(taps[consumer] or {}) do
     redis.call('DEL', key)
     redis.call('HDEL', d.taps, key)
   end
   taps[consumer] = nil
+  if d.waits then
+    redis.call('HDEL', d.waits, consumer)
+  end
 end
 
 -- Open (`on`) the tap `key` of `consumer` for `ttl_ms` (its reader renews it with each

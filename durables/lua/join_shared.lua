@@ -1,0 +1,34 @@
+-- An idle consumer of a shared durable joins the waiters (lib/settle.lua), first in its
+-- wait's pipeline: it reads its door next. Woken to watch at once if watchers are wanted
+-- and it is the first waiting in the ring.
+-- KEYS[1]  the channel's stream
+-- KEYS[2]  the durable's ring list
+-- KEYS[3]  the durable's redo list
+-- KEYS[4]  the durable's taps hash
+-- KEYS[5]  the durable's waits hash
+-- KEYS[6]  the caller's tap
+-- KEYS[7]  the caller's door
+-- ARGV[1]  durable name (the group)
+-- ARGV[2]  the calling consumer's id
+-- ARGV[3]  how long its reads may block, in milliseconds
+-- Returns  1 if it waits, 0 if its door was closed (or events wait to be dealt again):
+--          its reads fail at once, and it fetches through the dispatcher next.
+-- Errors   none of its own.
+--@include members
+--@include settle
+local d = {stream = KEYS[1], ring = KEYS[2], redo = KEYS[3], taps = KEYS[4], waits = KEYS[5],
+  group = ARGV[1]}
+local me, tap, door = ARGV[2], KEYS[6], KEYS[7]
+local ttl_ms = tonumber(ARGV[3]) + 1000  -- as fetch_shared.lua's TAP_GRACE_MS
+if redis.call('PEXPIRE', door, ttl_ms) == 0 or redis.call('LLEN', d.redo) > 0 then
+  set_tap(d, door, me, false, 0)
+  set_tap(d, tap, me, false, 0)
+  redis.call('HDEL', d.waits, me)
+  return 0
+end
+if redis.call('HGET', d.waits, me) then  -- watching on (settle_shared.lua): rung already
+  return 1
+end
+redis.call('HSET', d.waits, me, DOORBELL)
+watch(d, tap, door, me, ttl_ms)
+return 1

@@ -1,0 +1,148 @@
+-- Library (`--@include settle`, after `ids`, `pool`, `members` and `deal`): idle members
+-- of a shared durable that wait in reads of their own, so that a published event wakes
+-- one member, in the reply to the read it is blocked in, and not every member.
+--
+-- An idle member (room in its window, no filter anywhere, nothing handed back or
+-- delayed) gets a door from the dispatcher: a stream with the durable's group, like a
+-- tap. Its wait is one pipeline (join_shared.lua, a read of its door, a read of the
+-- channel through its tap, settle_shared.lua, a read of its pending list): it joins the
+-- waiters and blocks reading its door. WATCHERS of the waiting members at a time, the
+-- first in the ring's order, are woken to watch: their tap is opened and an entry is
+-- added to their door, so their read of the door returns and the next command of their
+-- pipeline, the read of the channel through the tap, blocks there. The server hands a
+-- new event to the watcher blocked longest; watchers are woken in the ring's order, the
+-- next one as the one before takes an event, so that one is the head of the ring, and
+-- the hand-over needs no round trip: the next watcher's read was sent already. The
+-- script right behind the read settles what it took and wakes the next watcher. Without
+-- an open tap the read of the channel fails at once: only watchers take.
+--
+-- d.waits (hash) marks the waiting members: DOORBELL, or for a watcher the newest stream
+-- id when it was woken: what it holds past that id, it took itself. Settling turns the
+-- ring past each taker in id order, exactly as dealing would have; an event whose taker
+-- was not the member dealing would choose goes to that member instead (its taps and door
+-- close, which wakes it), so the round robin holds exactly. Anything that gives a member
+-- events any other way closes its taps, and its mark with them (members.lua,
+-- close_taps); anything that changes the dealing closes every tap and door.
+local DOORBELL = 'd'
+-- One watcher at a time: the order in which the server served two blocked reads drifts
+-- from the ring's.
+local WATCHERS = 1
+
+-- The key of `consumer`'s own tap (or door), from the caller's (`key`, of `me`): same slot.
+local function key_of(key, me, consumer)
+  return string.sub(key, 1, #key - #me) .. consumer
+end
+
+-- Settle the events watchers took. `order`, `room`, `filters`: as rooms(d) returned
+-- them; `taps`: live_taps(d). A mark stays while its member still waits (nothing taken,
+-- tap open, still a member); true if anything was settled (the ring or holdings changed).
+local function settle(d, order, room, filters, taps)
+  local marks = redis.call('HGETALL', d.waits)
+  if #marks == 0 then
+    return false
+  end
+  local took, in_ring = {}, {}
+  for _, consumer in ipairs(order) do
+    in_ring[consumer] = true
+  end
+  for i = 1, #marks, 2 do
+    local member, since = marks[i], marks[i + 1]
+    local got = {}
+    if since ~= DOORBELL then
+      got = redis.call('XPENDING', d.stream, d.group, '(' .. since, '+', 10, member)
+    end
+    for _, entry in ipairs(got) do
+      took[#took + 1] = {entry[1], member}
+      if room[member] then
+        room[member] = room[member] + 1  -- as before it took: dealing decides again
+      end
+    end
+    if #got > 0 or not in_ring[member] or taps[member] == nil then
+      redis.call('HDEL', d.waits, member)  -- its wait is over
+    end
+  end
+  if #took == 0 then
+    return false
+  end
+  table.sort(took, function(a, b) return id_before(a[1], b[1]) end)
+  local at, woke, back = 1, false, {}
+  for _, pair in ipairs(took) do
+    local id, member = pair[1], pair[2]
+    local i = #order > 0 and taker(d.stream, order, room, filters, at, id) or nil
+    if i == nil then  -- nobody may take it now: first in line for the next dealing
+      claim(d.stream, d.group, POOL, {id})
+      back[#back + 1] = id
+    else
+      local consumer = order[i]
+      if consumer ~= member then
+        claim(d.stream, d.group, consumer, {id})
+        close_taps(d, taps, consumer)
+        woke = true
+      end
+      room[consumer] = room[consumer] - 1
+      at = i % #order + 1
+    end
+  end
+  if #back > 0 then
+    redis.call('RPUSH', d.redo, unpack(back))
+  end
+  turn_ring(d, order, at)
+  if woke then
+    ring_bell(d.bell)  -- a member waiting for the bell, not in a read of its own
+  end
+  return true
+end
+
+-- The id of the durable's newest read event, and how many of the channel's events it has
+-- not read yet (XINFO GROUPS). A watcher's mark is that id, not the channel's newest: an
+-- event published while nobody watched is taken by the next watcher, and must count as
+-- taken.
+local function delivered(d)
+  for _, group in ipairs(redis.call('XINFO', 'GROUPS', d.stream)) do
+    local fields = {}
+    for i = 1, #group, 2 do
+      fields[group[i]] = group[i + 1]
+    end
+    if fields['name'] == d.group then
+      return fields['last-delivered-id'], tonumber(fields['lag']) or 1  -- unknown: some
+    end
+  end
+  return '0-0', 0
+end
+
+-- Wake waiting members to watch, the first in the ring's order, until WATCHERS watch:
+-- open their tap and ring their door. `tap`, `door`, `me`: the caller's tap, door and id
+-- (the others' keys are found from them).
+local function watch(d, tap, door, me, ttl_ms)
+  local marks = redis.call('HGETALL', d.waits)
+  local waiting, watching = {}, 0
+  for i = 1, #marks, 2 do
+    if marks[i + 1] == DOORBELL then
+      waiting[marks[i]] = true
+    elseif redis.call('EXISTS', key_of(tap, me, marks[i])) == 1 then
+      watching = watching + 1
+    else  -- its tap is gone: it stopped reading (a reaped or killed member), or was dealt
+      redis.call('HDEL', d.waits, marks[i])
+    end
+  end
+  if watching >= WATCHERS or next(waiting) == nil then
+    return
+  end
+  local since = delivered(d)
+  for _, consumer in ipairs(redis.call('LRANGE', d.ring, 0, -1)) do
+    if waiting[consumer] then
+      local its_door = key_of(door, me, consumer)
+      if redis.call('EXISTS', its_door) == 0 then  -- closed: it fetches through the dispatcher
+        redis.call('HDEL', d.waits, consumer)
+      else
+        set_tap(d, key_of(tap, me, consumer), consumer, true, ttl_ms)
+        redis.call('XADD', its_door, 'MAXLEN', 1, '*', 'w', 1)
+        redis.call('HSET', d.waits, consumer, since)
+        watching = watching + 1
+        if watching >= WATCHERS then
+          return
+        end
+      end
+    end
+  end
+end

@@ -1,0 +1,81 @@
+-- Last script of an idle consumer's wait (lib/settle.lua), right behind its read of the
+-- channel through its tap, in the same pipeline: its wait is over. Woken to watch, it
+-- settles what it took and the next watcher is woken; the common case costs a dozen
+-- calls (it was the head of the ring and the only one to take an event since it was
+-- woken: the ring turns past it). Anything else settles as the dispatcher does.
+-- KEYS[1]  the channel's stream
+-- KEYS[2]  the durable's members hash
+-- KEYS[3]  the durable's alive zset
+-- KEYS[4]  the durable's ring list
+-- KEYS[5]  the durable's redo list
+-- KEYS[6]  the durable's delayed zset
+-- KEYS[7]  the durable's redelivery counts
+-- KEYS[8]  the durable's bell stream
+-- KEYS[9]  the durable's taps hash
+-- KEYS[10] the durable's waits hash
+-- KEYS[11] the caller's tap
+-- KEYS[12] the caller's door
+-- ARGV[1]  durable name (the group)
+-- ARGV[2]  the calling consumer's id
+-- ARGV[3]  how long a wait may block, in milliseconds
+-- Returns  1 if the caller may wait again without the dispatcher (its door is open, and
+--          nothing waits to be dealt again or was left unread), 2 the same and it watches
+--          on (what it took went to the head of the ring, and it is the head now), else 0.
+-- Errors   none of its own.
+--@include clock
+--@include ids
+--@include pool
+--@include selector
+--@include members
+--@include reap
+--@include dead_letters
+--@include deal
+--@include settle
+local d = {
+  stream = KEYS[1], members = KEYS[2], alive = KEYS[3], ring = KEYS[4], redo = KEYS[5],
+  delayed = KEYS[6], counts = KEYS[7], bell = KEYS[8], taps = KEYS[9], waits = KEYS[10],
+  group = ARGV[1],
+}
+local me, tap, door = ARGV[2], KEYS[11], KEYS[12]
+local ttl_ms = tonumber(ARGV[3]) + 1000  -- as fetch_shared.lua's TAP_GRACE_MS
+
+reap(d, now_ms())  -- lapsed consumers' events and due rollbacks go back first in line
+local since = redis.call('HGET', d.waits, me)
+local watched = since and since ~= DOORBELL
+local settled = false
+if watched then
+  -- watchers earlier in the ring took earlier events and settled them first: their reads
+  -- were served first, and the server runs the rest of their pipelines first too
+  local taken = redis.call('XPENDING', d.stream, d.group, '(' .. since, '+', 2, me)
+  if #taken == 1 and redis.call('LINDEX', d.ring, 0) == me then
+    redis.call('LMOVE', d.ring, d.ring, 'LEFT', 'RIGHT')  -- as if dealt to it
+    settled = true
+  end
+end
+if watched and not settled then
+  local order, room, _, _, filters = rooms(d)
+  settle(d, order, room, filters, live_taps(d))
+end
+redis.call('HDEL', d.waits, me)
+local read, lag = delivered(d)
+-- More came than the watchers took: the dispatcher deals them (in batches, round robin).
+local behind = watched and lag > 0
+local open = not behind and redis.call('PEXPIRE', door, ttl_ms) == 1
+  and redis.call('LLEN', d.redo) == 0
+-- Woken to watch, it took nothing itself (what it took went to the head of the ring, or
+-- its read ended) and it is the head now: it watches on, or the next one woken would be
+-- the one after it, and so on at every event.
+local again = open and watched and not settled and redis.call('LINDEX', d.ring, 0) == me
+  and #redis.call('XPENDING', d.stream, d.group, '(' .. since, '+', 1, me) == 0
+  and redis.call('PEXPIRE', tap, ttl_ms) == 1
+if again then
+  redis.call('HSET', d.waits, me, read)
+  redis.call('XADD', door, 'MAXLEN', 1, '*', 'w', 1)  -- its next read of the door returns
+else
+  set_tap(d, tap, me, false, 0)  -- only watchers read the channel
+end
+watch(d, tap, door, me, ttl_ms)
+if not open then
+  return 0
+end
+return again and 2 or 1
