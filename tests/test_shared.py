@@ -8,7 +8,8 @@ import signal
 import textwrap
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 import pytest
 from redis import Redis
@@ -119,15 +120,10 @@ def _fetching(
     return got, halt
 
 
-def test_an_event_published_to_idle_consumers_costs_one_consumers_work(
-    channel: durables.Channel,
-) -> None:
-    """Idle consumers wait in reads of their own, and one at a time reads the channel: an
-    event wakes that one, whose wait settles it, not every consumer, each running the
-    dispatcher (which cost about five scripts per event with three consumers)."""
-    redis = channel.ctx.executor.redis
-    if not isinstance(redis, Redis):
-        pytest.skip("the server's command counts are per node on a cluster")
+@contextmanager
+def _three_waiting(channel: durables.Channel) -> Iterator[list[tuple[str, str, float]]]:
+    """Consumers a, b and c of a shared durable, each fetching in a thread of its own and
+    waiting (idle) by the time this yields what arrives (`_fetching`)."""
     dur = channel.durable("work", kind="shared")
     with (
         dur.consumer("a", prefetch=5, auto_ack=True) as a,
@@ -137,15 +133,28 @@ def test_an_event_published_to_idle_consumers_costs_one_consumers_work(
         got, halt = _fetching({"a": a, "b": b, "c": c})
         try:
             time.sleep(0.5)  # all three waiting
-            before = redis.info("commandstats")["cmdstat_evalsha"]["calls"]
-            for i in range(1, 25):
-                channel.publish(f"e{i}")
-                deadline = time.monotonic() + 5
-                while len(got) < i and time.monotonic() < deadline:
-                    time.sleep(0.002)
-            scripts = redis.info("commandstats")["cmdstat_evalsha"]["calls"] - before
+            yield got
         finally:
             halt()
+
+
+def test_an_event_published_to_idle_consumers_costs_one_consumers_work(
+    channel: durables.Channel,
+) -> None:
+    """Idle consumers wait in reads of their own, and one at a time reads the channel: an
+    event wakes that one, whose wait settles it, not every consumer, each running the
+    dispatcher (which cost about five scripts per event with three consumers)."""
+    redis = channel.ctx.executor.redis
+    if not isinstance(redis, Redis):
+        pytest.skip("the server's command counts are per node on a cluster")
+    with _three_waiting(channel) as got:
+        before = redis.info("commandstats")["cmdstat_evalsha"]["calls"]
+        for i in range(1, 25):
+            channel.publish(f"e{i}")
+            deadline = time.monotonic() + 5
+            while len(got) < i and time.monotonic() < deadline:
+                time.sleep(0.002)
+        scripts = redis.info("commandstats")["cmdstat_evalsha"]["calls"] - before
     assert [name for name, _, _ in got] == ["a", "b", "c"] * 8
     # each event: its publish, the taker's settling and its joining the waiters again
     assert scripts / 24 < 3.6
@@ -156,22 +165,12 @@ def test_a_burst_to_idle_waiting_consumers_is_dealt_round_robin(
 ) -> None:
     """Idle consumers wait in reads of their own, one of them reading the channel: a burst
     it takes whole is dealt round the ring as the dispatcher would deal it."""
-    dur = channel.durable("work", kind="shared")
-    with (
-        dur.consumer("a", prefetch=5, auto_ack=True) as a,
-        dur.consumer("b", prefetch=5, auto_ack=True) as b,
-        dur.consumer("c", prefetch=5, auto_ack=True) as c,
-    ):
-        got, halt = _fetching({"a": a, "b": b, "c": c})
-        try:
-            time.sleep(0.5)  # all three waiting
-            for start in (1, 7):
-                publish(channel, 6, start=start)
-                deadline = time.monotonic() + 5
-                while len(got) < start + 5 and time.monotonic() < deadline:
-                    time.sleep(0.005)
-        finally:
-            halt()
+    with _three_waiting(channel) as got:
+        for start in (1, 7):
+            publish(channel, 6, start=start)
+            deadline = time.monotonic() + 5
+            while len(got) < start + 5 and time.monotonic() < deadline:
+                time.sleep(0.005)
     by = {name: [text for who, text, _ in got if who == name] for name in "abc"}
     assert by == {
         "a": ["e1", "e4", "e7", "e10"],
