@@ -457,6 +457,45 @@ CRASHER = textwrap.dedent(
 )
 
 
+WATCHER = textwrap.dedent(
+    """
+    import sys, durables
+    client = durables.connect(sys.argv[1], namespace=sys.argv[2], lease_timeout_s=60.0)
+    dur = client.channel("orders").durable("work", kind="shared")
+    c = dur.consumer("doomed", prefetch=5, auto_ack=True)
+    print("attached", flush=True)
+    while True:
+        c.fetch(timeout=5)
+    """
+)
+
+
+def test_a_consumer_killed_while_it_watches_holds_the_others_up_no_longer_than_a_wait(
+    server_url: str, namespace: str, channel: durables.Channel
+) -> None:
+    """The first idle consumer in the ring is woken to watch the channel; killed while it
+    watches, its mark lasts until its tap expires, but the others' waits still end in a
+    fetch through the dispatcher, which deals on (its turn to it, as the round robin says)."""
+    dur = channel.durable("work", kind="shared")
+    with python_child(WATCHER, server_url, namespace) as proc:
+        assert first_line(proc) == "attached"  # first in the ring
+        with dur.consumer("survivor", prefetch=5, auto_ack=True) as survivor:
+            got, halt = _fetching({"survivor": survivor})
+            try:
+                time.sleep(0.8)  # both waiting, the doomed one watching
+                os.kill(proc.pid, signal.SIGKILL)
+                proc.wait()
+                sent = time.monotonic()
+                publish(channel, 2)  # e1 is the doomed one's turn, e2 the survivor's
+                deadline = sent + 10
+                while not got and time.monotonic() < deadline:
+                    time.sleep(0.01)
+            finally:
+                halt()
+    assert [(who, text) for who, text, _ in got] == [("survivor", "e2")]
+    assert got[0][2] - sent < 0.6  # within a wait (0.3 s), not the dead watcher's tap life
+
+
 def crash_holding_a_window(
     server_url: str, namespace: str, channel: durables.Channel, events: int
 ) -> list[str]:

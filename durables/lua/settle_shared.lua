@@ -18,9 +18,10 @@
 -- ARGV[1]  durable name (the group)
 -- ARGV[2]  the calling consumer's id
 -- ARGV[3]  how long a wait may block, in milliseconds
--- Returns  1 if the caller may wait again without the dispatcher (its door is open, and
---          nothing waits to be dealt again or was left unread), 2 the same and it watches
---          on (what it took went to the head of the ring, and it is the head now), else 0.
+-- Returns  1 if the caller may wait again without the dispatcher (it was woken to watch,
+--          its door is open, and nothing waits to be dealt again or was left unread), 2
+--          the same and it watches on (what it took went to the head of the ring, and it is
+--          the head now), else 0.
 -- Errors   none of its own.
 --@include clock
 --@include ids
@@ -75,7 +76,10 @@ else
   set_tap(d, tap, me, false, 0)  -- only watchers read the channel
 end
 watch(d, tap, door, me, ttl_ms)
-if not open then
+-- Its door read ended without a wake (or it was never woken): it fetches through the
+-- dispatcher once, which deals whatever waits, so a watcher that died watching (its mark
+-- lasts until its tap expires) holds nothing up longer than a wait.
+if not open or since == DOORBELL then
   return 0
 end
 return again and 2 or 1
