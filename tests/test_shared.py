@@ -120,6 +120,12 @@ def _fetching(
     return got, halt
 
 
+def _until_any(got: list[tuple[str, str, float]], deadline: float) -> None:
+    """Wait until something arrived (`_fetching`) or the deadline passed."""
+    while not got and time.monotonic() < deadline:
+        time.sleep(0.005)
+
+
 @contextmanager
 def _three_waiting(channel: durables.Channel) -> Iterator[list[tuple[str, str, float]]]:
     """Consumers a, b and c of a shared durable, each fetching in a thread of its own and
@@ -196,9 +202,7 @@ def test_a_consumer_that_stops_asking_does_not_hold_up_the_others(
             channel.publish("e1")  # a's turn: dealt to it, though it does not ask
             sent = time.monotonic()
             channel.publish("e2")
-            deadline = sent + 5
-            while not got and time.monotonic() < deadline:
-                time.sleep(0.005)
+            _until_any(got, sent + 5)
         finally:
             halt()
         assert [(who, text) for who, text, _ in got] == [("b", "e2")]
@@ -487,9 +491,7 @@ def test_a_consumer_killed_while_it_watches_holds_the_others_up_no_longer_than_a
                 proc.wait()
                 sent = time.monotonic()
                 publish(channel, 2)  # e1 is the doomed one's turn, e2 the survivor's
-                deadline = sent + 10
-                while not got and time.monotonic() < deadline:
-                    time.sleep(0.01)
+                _until_any(got, sent + 10)
             finally:
                 halt()
     assert [(who, text) for who, text, _ in got] == [("survivor", "e2")]
