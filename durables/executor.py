@@ -46,6 +46,11 @@ def lost(exc: BaseException, context: str) -> ConnectionLostError:
     return ConnectionLostError(f"{where}lost the connection to the server: {exc}")
 
 
+def unheard(context: str) -> ConnectionLostError:
+    where = f"{context}: " if context else ""
+    return ConnectionLostError(f"{where}the server has not answered since the connection was lost")
+
+
 def wire(op: Op[Any]) -> tuple[Any, ...]:
     """The command as sent: a script call as EVALSHA with the script's SHA1. Both executors
     (sync and asyncio) send exactly this."""
@@ -102,6 +107,7 @@ class Executor:
         """
         self.link.check_open()
         while True:
+            self._heard(retry, op.context)
             try:
                 return self._run_once(op)
             except ConnectionLostError:
@@ -119,6 +125,7 @@ class Executor:
         """
         self.link.check_open()
         while True:
+            self._heard(retry, ops[0].context if ops else "")
             try:
                 return self._run_all_once(ops)
             except ConnectionLostError:
@@ -126,6 +133,14 @@ class Executor:
                     self.lost_connection()
                     raise
                 self.recover()
+
+    def _heard(self, retry: bool, context: str) -> None:
+        """In an outage nothing goes over the pool before the probe has heard the server:
+        a connection opened into a black hole would hold its caller for the whole socket
+        timeout, and no heartbeat interrupts it then (they interrupt once, at the start).
+        With `retry` the outage is waited out; without, one probe is all."""
+        if not self.link.connected and not self.recover(None if retry else time.monotonic()):
+            raise unheard(context)
 
     def _run_once(self, op: Op[T]) -> T:
         try:
@@ -277,4 +292,4 @@ class Executor:
             self._probe.close()
 
 
-__all__ = ["Executor", "State", "lost", "parse_all", "wire"]
+__all__ = ["Executor", "State", "lost", "parse_all", "unheard", "wire"]

@@ -10,6 +10,7 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import Any, cast
 
 import pytest
 
@@ -157,6 +158,97 @@ def test_a_black_hole_is_noticed_within_the_heartbeat_bound(
         assert wait_for(lambda: eid in got)
         assert sub.error is None
         sub.close()
+
+
+def _consume(
+    consumers: dict[str, durables.Consumer], stop: threading.Event
+) -> tuple[Tally, dict[str, float], dict[str, list[str]], list[threading.Thread]]:
+    """Each consumer fetching (auto-ack) in a thread of its own: one tally of all they got,
+    and when each event first reached a consumer whose name starts with 'near' (the others'
+    events under their own name)."""
+    tally, near_at, others = Tally(), dict[str, float](), dict[str, list[str]]()
+
+    def loop(name: str, consumer: durables.Consumer) -> None:
+        while not stop.is_set():
+            try:
+                events = consumer.fetch(timeout=0.3)
+            except durables.ConnectionLostError:
+                continue  # the black-holed one, while it reconnects
+            for event in events:
+                tally.on_event(event)
+                if name.startswith("near"):
+                    near_at.setdefault(event.id, time.monotonic())
+                else:
+                    others.setdefault(name, []).append(event.id)
+
+    threads = [threading.Thread(target=loop, args=pair) for pair in consumers.items()]
+    for thread in threads:
+        thread.start()
+    return tally, near_at, others, threads
+
+
+def test_a_shared_consumer_black_holed_while_it_watches_loses_nothing_and_holds_no_one_up(
+    proxy: FaultProxy, server_url: str, namespace: str, connect: Connect
+) -> None:
+    """The first idle consumer in the ring watches the channel for the others. Behind a
+    black hole its reads still run on the server, which sees nothing wrong: an event its
+    read takes is dealt to it and the reply is lost. The others go on receiving, and what
+    was dealt to it comes back (flagged) once its lease lapses or it returns."""
+    with (
+        connect(proxy.url, namespace=namespace, **RIDE) as far_client,
+        durables.connect(server_url, namespace=namespace, **FAST) as near_client,
+    ):
+        ch = near_client.channel("orders")
+        durable = "work"
+        waits = ch.ctx.executor.redis
+        stop = threading.Event()
+        with (
+            far_client.channel("orders")
+            .durable(durable, kind="shared")
+            .consumer("far", prefetch=5, auto_ack=True) as far
+        ):
+            near_dur = ch.durable(durable, kind="shared")
+            with (
+                near_dur.consumer("near-1", prefetch=5, auto_ack=True) as n1,
+                near_dur.consumer("near-2", prefetch=5, auto_ack=True) as n2,
+            ):
+                tally, near_at, others, threads = _consume({"far": far, "near-1": n1, "near-2": n2},
+                                                   stop)  # fmt: skip
+                try:
+                    key = f"{namespace}:{{orders}}:waits:{durable}"
+                    far_id = cast(Any, far.reader).id
+
+                    def far_watches() -> bool:  # its mark is an id, not the doorbell's 'd'
+                        return waits.hget(key, far_id) not in (None, b"d", "d")
+
+                    assert wait_for(far_watches, 10)
+                    proxy.blackhole()
+                    sent: dict[str, float] = {}
+                    for i in range(30):  # 1.5 s in the dark: the far one's lease lapses
+                        sent[ch.publish(f"dark-{i}")] = time.monotonic()
+                        time.sleep(0.05)
+                    dark = list(sent)
+                    reached_near = [eid for eid in dark if eid in near_at]
+                    proxy.blackhole(False)
+                    assert wait_for(lambda: far_client.state == "connected", 15)
+                    light = [ch.publish(f"light-{i}") for i in range(30)]
+                    published = dark + light
+                    assert wait_for(lambda: set(published) <= set(tally.ids), 15)
+                    time.sleep(0.3)
+                finally:
+                    stop.set()
+                    for thread in threads:
+                        thread.join(5)
+        counts = tally.count(published)
+        waits_s = sorted(near_at[eid] - sent[eid] for eid in reached_near)
+        print(
+            f"{counts}; in the dark {len(reached_near)}/{len(dark)} reached the near ones, "
+            f"p50 {waits_s[len(waits_s) // 2] * 1000:.0f} ms, max {waits_s[-1] * 1000:.0f} ms"
+        )
+        assert counts["lost"] == 0 and counts["unflagged_duplicates"] == 0
+        assert len(reached_near) >= len(dark) // 2  # the near ones went on in the dark
+        assert waits_s[len(waits_s) // 2] < 0.3
+        assert set(others.get("far", [])) & set(light)  # back in the ring once it returned
 
 
 class Chaos:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Coroutine, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -20,7 +21,7 @@ from redis.exceptions import NoScriptError, RedisError, ResponseError
 
 from .. import routing, scripts
 from ..errors import ConnectionLostError
-from ..executor import LOST, lost, parse_all, wire
+from ..executor import LOST, lost, parse_all, unheard, wire
 from ..link import Link, State, StateListener
 from ..ops.flows import Effect, Flow, Recover, Send, walk_awaited
 from ..replies import translate
@@ -69,6 +70,7 @@ class AsyncExecutor:
         """Send one operation and parse its reply (see `Executor.run`)."""
         self.link.check_open()
         while True:
+            await self._heard(retry, op.context)
             try:
                 result: T = (await self._run_all_once([op]))[0]
                 return result
@@ -82,6 +84,7 @@ class AsyncExecutor:
         """Send operations in one pipeline, in order; parsed replies (see `Executor.run_all`)."""
         self.link.check_open()
         while True:
+            await self._heard(retry, ops[0].context if ops else "")
             try:
                 return await self._run_all_once(ops)
             except ConnectionLostError:
@@ -89,6 +92,12 @@ class AsyncExecutor:
                     self.lost_connection()
                     raise
                 await self.recover()
+
+    async def _heard(self, retry: bool, context: str) -> None:
+        """In an outage nothing goes over the pool before the probe has heard the server
+        (see `Executor._heard`)."""
+        if not self.link.connected and not await self.recover(None if retry else time.monotonic()):
+            raise unheard(context)
 
     async def _run_all_once(self, ops: Sequence[Op[Any]]) -> list[Any]:
         context = ops[0].context if ops else ""
