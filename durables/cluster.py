@@ -30,6 +30,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisClusterException, RedisError
 
 from . import routing
+from .direct import wake_pool
 from .ops.flows import walk
 from .routing import OUTAGE
 
@@ -141,10 +142,16 @@ def answers(server: RedisCluster) -> bool:
 
 
 def disconnect(server: RedisCluster, *, inuse_connections: bool) -> None:
-    """Close the connections of every node's pool (in use too, if asked)."""
+    """Close the idle connections of every node's pool; with `inuse_connections` wake
+    the busy ones (`direct.wake`: their threads close them)."""
     for node in server.get_nodes():  # type: ignore[no-untyped-call]
-        if node.redis_connection is not None:
-            node.redis_connection.connection_pool.disconnect(inuse_connections=inuse_connections)
+        if node.redis_connection is None:
+            continue
+        pool = node.redis_connection.connection_pool
+        if inuse_connections:
+            wake_pool(pool)
+        else:
+            pool.disconnect(inuse_connections=False)
 
 
 __all__ = [

@@ -14,7 +14,9 @@ classes, the Sentinel connection's READONLY handling).
 
 from __future__ import annotations
 
+import contextlib
 import os
+import socket
 import threading
 from collections.abc import Sequence
 from typing import Any
@@ -49,6 +51,25 @@ def pack_all(conn: Conn, commands: Sequence[Sequence[Any]]) -> list[bytes]:
     return [b"".join(part for args in commands for part in pack(conn, args))]
 
 
+def wake(conn: Conn) -> None:
+    """Shut a connection's socket down without closing it: a thread blocked reading it
+    wakes with an error at once and closes the connection itself. Closed from another
+    thread, its descriptor would be free for a new socket to take before the owner's
+    read began, and that read would wait on another connection's socket (a reader hung
+    for the whole socket timeout this way when a paused server came back)."""
+    sock = conn._sock
+    if sock is not None:
+        with contextlib.suppress(OSError):
+            sock.shutdown(socket.SHUT_RDWR)
+
+
+def wake_pool(pool: Any) -> None:
+    """A redis-py pool's idle connections closed, those in use woken (`wake`)."""
+    pool.disconnect(inuse_connections=False)
+    for conn in pool._get_in_use_connections():
+        wake(conn)
+
+
 class Connections:
     """A thread-safe free list of connections to the server of `client`."""
 
@@ -62,6 +83,14 @@ class Connections:
         self._pid = os.getpid()
         self._idle: list[Conn] = []
         self._made: list[Conn] = []
+        self._shut = False
+
+    def _give_back(self, conn: Conn) -> None:
+        """Back on the free list; closed instead once the client is (the check comes
+        after the append, so a `close` at the same moment cannot miss it)."""
+        self._idle.append(conn)
+        if self._shut:
+            self._close_idle()
 
     def call(self, args: Sequence[Any]) -> Any:
         """One command; its parsed reply, or the error reply raised (a `ResponseError`)."""
@@ -70,13 +99,13 @@ class Connections:
             conn.send_packed_command(pack(conn, args), check_health=False)
             reply = self._parse(conn, args[0])
         except ResponseError:
-            self._idle.append(conn)  # an error reply: the connection is in step
+            self._give_back(conn)  # an error reply: the connection is in step
             raise
         except BaseException:
             conn.disconnect()  # a reply may be left unread
-            self._idle.append(conn)
+            self._give_back(conn)
             raise
-        self._idle.append(conn)
+        self._give_back(conn)
         return reply
 
     def pipeline(self, commands: Sequence[Sequence[Any]]) -> list[Any]:
@@ -94,9 +123,9 @@ class Connections:
                     replies.append(exc)
         except BaseException:
             conn.disconnect()  # replies may be left unread
-            self._idle.append(conn)
+            self._give_back(conn)
             raise
-        self._idle.append(conn)
+        self._give_back(conn)
         return replies
 
     def _take(self) -> Conn:
@@ -117,20 +146,28 @@ class Connections:
             if not conn.is_connected:
                 conn.connect()  # a Sentinel's connection asks for the current primary here
         except BaseException:
-            self._idle.append(conn)  # not connected: it tries again when next taken
+            self._give_back(conn)  # not connected: it tries again when next taken
             raise
         return conn
 
     def disconnect(self, *, in_use: bool) -> None:
         """Close the idle connections' sockets (they connect again as they next send), and
-        with `in_use` the busy ones' too: a thread blocked on a black-holed socket wakes
-        with an error at once."""
+        with `in_use` wake the busy ones (`wake`): a thread blocked on a black-holed
+        socket gets an error at once."""
         if in_use:
             with self._lock:
                 made = list(self._made)
             for conn in made:
-                conn.disconnect()
-            return
+                wake(conn)
+        self._close_idle()
+
+    def close(self) -> None:
+        """Every connection closed: idle ones here, busy ones woken and closed by the
+        thread using them as it gives them back."""
+        self._shut = True
+        self.disconnect(in_use=True)
+
+    def _close_idle(self) -> None:
         drained: list[Conn] = []
         while True:  # taken off the list first, so no thread is using one as it closes
             try:
@@ -152,4 +189,4 @@ def _stale(conn: Conn) -> bool:
         return True
 
 
-__all__ = ["Connections"]
+__all__ = ["Connections", "wake", "wake_pool"]

@@ -26,7 +26,7 @@ from redis.exceptions import NoScriptError, RedisError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from . import cluster, routing, scripts
-from .direct import Connections
+from .direct import Connections, wake_pool
 from .errors import ConnectionLostError
 from .link import Link, State, StateListener
 from .ops.flows import Effect, Flow, Recover, Send, walk
@@ -276,10 +276,14 @@ class Executor:
         self._disconnect(inuse_connections=True)
 
     def _disconnect(self, *, inuse_connections: bool) -> None:
+        """Idle connections closed; with `inuse_connections` the busy ones woken, not
+        closed (`direct.wake`: their threads close them)."""
         if isinstance(self.redis, cluster.RedisCluster):
             cluster.disconnect(self.redis, inuse_connections=inuse_connections)
+        elif inuse_connections:
+            wake_pool(self.redis.connection_pool)
         else:
-            self.redis.connection_pool.disconnect(inuse_connections=inuse_connections)
+            self.redis.connection_pool.disconnect(inuse_connections=False)
         if self._direct is not None:
             self._direct.disconnect(in_use=inuse_connections)
 
@@ -287,7 +291,7 @@ class Executor:
         self.link.close()
         self.redis.close()
         if self._direct is not None:
-            self._direct.disconnect(in_use=True)
+            self._direct.close()
         if self._probe is not self.redis:
             self._probe.close()
 

@@ -150,6 +150,16 @@ class RedisProcess(Started):
         process.send_signal(signal.SIGKILL)
         process.wait()
 
+    def pause(self) -> None:
+        """Stop the server (SIGSTOP), as a stalled machine would: connections stay open and
+        nothing answers until `resume`."""
+        if self._process is not None:
+            self._process.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        if self._process is not None:
+            self._process.send_signal(signal.SIGCONT)
+
     def restart(self) -> RedisProcess:
         """Start again on the same port and workdir, so the server reloads its AOF."""
         if self._process is not None:
@@ -161,6 +171,7 @@ class RedisProcess(Started):
         process = self._process
         if process is None:
             return
+        process.send_signal(signal.SIGCONT)  # a paused one would not hear SIGTERM
         process.terminate()
         with contextlib.suppress(subprocess.TimeoutExpired):
             process.wait(STOP_TIMEOUT_S)

@@ -117,6 +117,28 @@ def test_interrupting_closes_a_connection_in_use(server: RedisProcess, namespace
         assert conns.call(("PING",)) is True  # and the next call connects again
 
 
+def test_interrupting_wakes_a_busy_connection_and_leaves_closing_it_to_its_thread(
+    server: RedisProcess,
+) -> None:
+    """Closed from another thread, a busy connection's descriptor is free for a new socket
+    to take before its thread's read begins, and that read then waits on another
+    connection's socket (readers hung for the socket timeout after a paused server came
+    back). So an interrupt only shuts a busy socket down: a read ends at once, and the
+    thread using the connection closes it as it gives it back, after `close` too."""
+    with server.client() as r:
+        kwargs = r.connection_pool.connection_kwargs
+        conns = Connections(redis.Redis(host=kwargs["host"], port=kwargs["port"]))
+        conns.call(("PING",))
+        busy = conns._take()  # as a thread between sending and reading holds it
+        sock = busy._sock
+        conns.disconnect(in_use=True)
+        assert sock.fileno() != -1  # its descriptor is still its own
+        assert sock.recv(1) == b""  # but a read ends at once
+        conns.close()
+        conns._give_back(busy)  # its thread, done with it
+        assert sock.fileno() == -1 and busy._sock is None
+
+
 def test_async_replies_error_replies_and_an_interrupted_call(
     server: RedisProcess, namespace: str
 ) -> None:

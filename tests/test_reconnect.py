@@ -6,6 +6,7 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 import pytest
 
@@ -147,3 +148,70 @@ def test_past_reconnect_timeout_a_subscription_ends_with_connection_lost(
         assert sub.wait(15), "the subscription should end once reconnect_timeout_s passed"
         assert isinstance(sub.error, durables.ConnectionLostError)
         assert client.state == "closed"
+
+
+def test_readers_a_session_and_a_producer_ride_through_a_paused_server(
+    fresh_server: RedisProcess, namespace: str, connect: Connect
+) -> None:
+    """The server stopped (SIGSTOP) for 2 s, as by a stalled machine: connections stay
+    open and nothing answers. Consumers of each kind, a session and a producer go on by
+    themselves once it resumes: nothing lost, duplicates only flagged, order kept where
+    promised, and publishes whose replies the pause swallowed stored once (message ids)."""
+    with connect(
+        fresh_server.url, namespace=namespace, **{**FAST, "reconnect_timeout_s": 30.0}
+    ) as client:
+        ch = client.channel("orders")
+        seen = {kind: Seen() for kind in ("exclusive", "serial", "shared", "session")}
+        stop = threading.Event()
+
+        def fetching(kind: durables.Kind) -> None:
+            with ch.durable(kind, kind=kind).consumer("loop", auto_ack=True) as consumer:
+                while not stop.is_set():
+                    for event in consumer.fetch(timeout=0.3):
+                        seen[kind].add(event)
+
+        loops = [threading.Thread(target=fetching, args=(kind,), daemon=True)
+                 for kind in ("exclusive", "serial", "shared")]  # fmt: skip
+        session = client.session("stalled", timeout=60)
+        session.register_interest("orders")
+        listener = Listener()
+        listener.seen = seen["session"]
+        session.add_listener("orders", listener)
+        session.ready_for_events()
+        for loop in loops:
+            loop.start()
+        try:
+            published = [ch.publish(f"before-{i}", message_id=f"m{i}") for i in range(20)]
+            assert wait_for(lambda: all(set(published) <= set(s.ids) for s in seen.values()))
+            fresh_server.pause()
+            during: list[str] = []
+            producer = threading.Thread(  # waits the pause out
+                target=lambda: during.extend(
+                    ch.publish(f"during-{i}", message_id=f"m{20 + i}") for i in range(10)
+                ),
+                daemon=True,
+            )
+            producer.start()
+            time.sleep(2.0)
+            fresh_server.resume()
+            producer.join(20)
+            assert len(during) == 10
+            published += during
+            published += [ch.publish(f"after-{i}", message_id=f"m{30 + i}") for i in range(10)]
+            everything = lambda: all(set(published) <= set(s.ids) for s in seen.values())  # noqa: E731
+            assert wait_for(everything), {
+                k: len(set(published) - set(s.ids)) for k, s in seen.items()
+            }
+            time.sleep(0.3)
+        finally:
+            stop.set()
+            for loop in loops:
+                loop.join(5)
+            session.close()
+        raw: Any = client.redis
+        stored = [fields[b"d"] for _, fields in raw.xrange(client.keys("orders").stream)]
+        assert len(stored) == len(set(stored)) == 40  # each publish stored once
+        for kind, got in seen.items():
+            print(kind, end=": ")
+            got.check(published, ordered=kind != "shared")
+        assert client.state == "connected"
