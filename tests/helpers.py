@@ -1,10 +1,12 @@
 """Small helpers shared by the behaviour tests: publishing numbered events, fetching a
-number of events within a time limit, waiting for a condition."""
+number of events within a time limit, fetching in threads, waiting for a condition."""
 
 from __future__ import annotations
 
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 
 import durables
 
@@ -31,3 +33,30 @@ def wait_for(predicate: Callable[[], object], timeout: float = 20.0) -> bool:
             return True
         time.sleep(0.05)
     return False
+
+
+@contextmanager
+def fetch_loops(
+    channel: durables.Channel, receivers: Mapping[durables.Kind, Callable[[durables.Event], object]]
+) -> Iterator[None]:
+    """Per kind, an auto-ack consumer of the durable named after the kind, fetching in a
+    thread of its own and handing every event to the kind's receiver, until the block
+    ends."""
+    stop = threading.Event()
+    durables_by_kind = {kind: channel.durable(kind, kind=kind) for kind in receivers}
+
+    def loop(kind: durables.Kind, receive: Callable[[durables.Event], object]) -> None:
+        with durables_by_kind[kind].consumer("loop", auto_ack=True) as consumer:
+            while not stop.is_set():
+                for event in consumer.fetch(timeout=0.3):
+                    receive(event)
+
+    threads = [threading.Thread(target=loop, args=pair, daemon=True) for pair in receivers.items()]
+    for thread in threads:
+        thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join(5)

@@ -18,7 +18,7 @@ import durables
 
 from .conftest import FAST, Connect
 from .faultproxy import FaultProxy
-from .helpers import wait_for
+from .helpers import fetch_loops, wait_for
 from .servers import RedisProcess
 
 pytestmark = [pytest.mark.slow, pytest.mark.both_clients]
@@ -268,53 +268,41 @@ def test_every_reader_and_a_producer_are_back_soon_after_a_black_hole_ends(
     ):
         ch = client.channel("orders")
         tallies = {name: Tally() for name in ("exclusive", "serial", "shared", "session")}
-        stop = threading.Event()
-
-        def fetching(kind: durables.Kind, tally: Tally) -> None:
-            with ch.durable(kind, kind=kind).consumer("loop", auto_ack=True) as consumer:
-                while not stop.is_set():
-                    for event in consumer.fetch(timeout=0.3):
-                        tally.on_event(event)
-
-        loops = [threading.Thread(target=fetching, args=(kind, tallies[kind]), daemon=True)
-                 for kind in ("exclusive", "serial")]  # fmt: skip
         sub = ch.durable("shared", kind="shared").subscribe(tallies["shared"].on_event)
         session = client.session("roaming", timeout=60)
         session.register_interest("orders")
         session.add_listener("orders", tallies["session"])
         session.ready_for_events()
-        for loop in loops:
-            loop.start()
+        kinds: tuple[durables.Kind, ...] = ("exclusive", "serial")
+        loops = {kind: tallies[kind].on_event for kind in kinds}
         try:
-            near_ch = near.channel("orders")
-            published = [near_ch.publish(f"before-{i}") for i in range(20)]
-            assert wait_for(lambda: all(set(published) <= set(t.ids) for t in tallies.values()))
-            proxy.blackhole()
-            far_ids: list[str] = []
-            producer = threading.Thread(  # its publishes wait the hole out
-                target=lambda: far_ids.extend(
-                    ch.publish(f"far-{i}", message_id=f"far-{i}") for i in range(5)
-                ),
-                daemon=True,
-            )
-            producer.start()
-            for i in range(20):
-                published.append(near_ch.publish(f"dark-{i}"))
-                time.sleep(0.1)
-            proxy.blackhole(False)
-            ended = time.monotonic()
-            producer.join(15)
-            assert len(far_ids) == 5
-            late = near_ch.publish("after")
-            published += [*far_ids, late]
-            assert wait_for(lambda: all(late in t.ids for t in tallies.values()), 15)
-            back = time.monotonic() - ended
-            assert wait_for(lambda: all(set(published) <= set(t.ids) for t in tallies.values()))
-            time.sleep(0.3)
+            with fetch_loops(ch, loops):
+                near_ch = near.channel("orders")
+                published = [near_ch.publish(f"before-{i}") for i in range(20)]
+                assert wait_for(lambda: all(set(published) <= set(t.ids) for t in tallies.values()))
+                proxy.blackhole()
+                far_ids: list[str] = []
+                producer = threading.Thread(  # its publishes wait the hole out
+                    target=lambda: far_ids.extend(
+                        ch.publish(f"far-{i}", message_id=f"far-{i}") for i in range(5)
+                    ),
+                    daemon=True,
+                )
+                producer.start()
+                for i in range(20):
+                    published.append(near_ch.publish(f"dark-{i}"))
+                    time.sleep(0.1)
+                proxy.blackhole(False)
+                ended = time.monotonic()
+                producer.join(15)
+                assert len(far_ids) == 5
+                late = near_ch.publish("after")
+                published += [*far_ids, late]
+                assert wait_for(lambda: all(late in t.ids for t in tallies.values()), 15)
+                back = time.monotonic() - ended
+                assert wait_for(lambda: all(set(published) <= set(t.ids) for t in tallies.values()))
+                time.sleep(0.3)
         finally:
-            stop.set()
-            for loop in loops:
-                loop.join(5)
             sub.close()
             session.close()
         print(f"every reader had the event published after the hole {back:.2f} s after it")

@@ -13,7 +13,7 @@ import pytest
 import durables
 
 from .conftest import FAST, Connect
-from .helpers import wait_for
+from .helpers import fetch_loops, wait_for
 from .servers import RedisProcess
 
 pytestmark = [pytest.mark.slow, pytest.mark.both_clients]
@@ -162,51 +162,39 @@ def test_readers_a_session_and_a_producer_ride_through_a_paused_server(
     ) as client:
         ch = client.channel("orders")
         seen = {kind: Seen() for kind in ("exclusive", "serial", "shared", "session")}
-        stop = threading.Event()
-
-        def fetching(kind: durables.Kind) -> None:
-            with ch.durable(kind, kind=kind).consumer("loop", auto_ack=True) as consumer:
-                while not stop.is_set():
-                    for event in consumer.fetch(timeout=0.3):
-                        seen[kind].add(event)
-
-        loops = [threading.Thread(target=fetching, args=(kind,), daemon=True)
-                 for kind in ("exclusive", "serial", "shared")]  # fmt: skip
         session = client.session("stalled", timeout=60)
         session.register_interest("orders")
         listener = Listener()
         listener.seen = seen["session"]
         session.add_listener("orders", listener)
         session.ready_for_events()
-        for loop in loops:
-            loop.start()
+        kinds: tuple[durables.Kind, ...] = ("exclusive", "serial", "shared")
+        loops = {kind: seen[kind].add for kind in kinds}
         try:
-            published = [ch.publish(f"before-{i}", message_id=f"m{i}") for i in range(20)]
-            assert wait_for(lambda: all(set(published) <= set(s.ids) for s in seen.values()))
-            fresh_server.pause()
-            during: list[str] = []
-            producer = threading.Thread(  # waits the pause out
-                target=lambda: during.extend(
-                    ch.publish(f"during-{i}", message_id=f"m{20 + i}") for i in range(10)
-                ),
-                daemon=True,
-            )
-            producer.start()
-            time.sleep(2.0)
-            fresh_server.resume()
-            producer.join(20)
-            assert len(during) == 10
-            published += during
-            published += [ch.publish(f"after-{i}", message_id=f"m{30 + i}") for i in range(10)]
-            everything = lambda: all(set(published) <= set(s.ids) for s in seen.values())  # noqa: E731
-            assert wait_for(everything), {
-                k: len(set(published) - set(s.ids)) for k, s in seen.items()
-            }
-            time.sleep(0.3)
+            with fetch_loops(ch, loops):
+                published = [ch.publish(f"before-{i}", message_id=f"m{i}") for i in range(20)]
+                assert wait_for(lambda: all(set(published) <= set(s.ids) for s in seen.values()))
+                fresh_server.pause()
+                during: list[str] = []
+                producer = threading.Thread(  # waits the pause out
+                    target=lambda: during.extend(
+                        ch.publish(f"during-{i}", message_id=f"m{20 + i}") for i in range(10)
+                    ),
+                    daemon=True,
+                )
+                producer.start()
+                time.sleep(2.0)
+                fresh_server.resume()
+                producer.join(20)
+                assert len(during) == 10
+                published += during
+                published += [ch.publish(f"after-{i}", message_id=f"m{30 + i}") for i in range(10)]
+                everything = lambda: all(set(published) <= set(s.ids) for s in seen.values())  # noqa: E731
+                assert wait_for(everything), {
+                    k: len(set(published) - set(s.ids)) for k, s in seen.items()
+                }
+                time.sleep(0.3)
         finally:
-            stop.set()
-            for loop in loops:
-                loop.join(5)
             session.close()
         raw: Any = client.redis
         stored = [fields[b"d"] for _, fields in raw.xrange(client.keys("orders").stream)]
