@@ -527,6 +527,75 @@ def test_consumer_killed_with_kill9_while_holding_its_window_loses_nothing(
     assert dur.depth() == 0 and dur.transaction_depth() == 0
 
 
+PAUSED = textwrap.dedent(
+    """
+    import sys, time, durables
+    client = durables.connect(sys.argv[1], namespace=sys.argv[2], lease_timeout_s=1.0,
+                              block_s=0.2)
+    dur = client.channel("orders").durable("work", kind=sys.argv[3])
+    with dur.consumer("paused", prefetch=5) as c:
+        held = []
+        while len(held) < 5:
+            held += c.fetch(timeout=1)
+        print(" ".join(e.text for e in held), flush=True)
+        sys.stdin.readline()  # stopped here (SIGSTOP) past its lease, then told to go on
+        for event in held:
+            event.ack()  # late: its events went to the other consumer meanwhile
+        print("acked", flush=True)
+        got, deadline = [], time.monotonic() + 15
+        while len(got) < int(sys.argv[4]) and time.monotonic() < deadline:
+            for event in c.fetch(timeout=0.5):
+                got.append(f"{event.text}:{event.redelivery_count}")
+                event.ack()
+        print(" ".join(got), flush=True)
+    """
+)
+
+
+@pytest.mark.parametrize("kind", ["shared", "serial"])
+def test_a_consumer_paused_past_its_lease_loses_nothing_and_takes_events_again_after(
+    server_url: str, namespace: str, channel: durables.Channel, kind: durables.Kind
+) -> None:
+    """A consumer process stopped (SIGSTOP) while it holds its window: the other consumer
+    gets those events, flagged, once the lease lapses; resumed, the stopped one acknowledges
+    late without harm and joins again. Counted: published, delivered, lost, duplicated."""
+    dur = channel.durable("work", kind=kind)
+    after = 5  # published once the stopped consumer is back and alone
+    with python_child(PAUSED, server_url, namespace, kind, str(after)) as proc:
+        publish(channel, 10)
+        held = first_line(proc).split()
+        assert held == [f"e{i}" for i in range(1, 6)]
+        os.kill(proc.pid, signal.SIGSTOP)
+        try:
+            survivor: list[durables.Event] = []
+            with dur.consumer("survivor", prefetch=50) as c:
+                deadline = time.monotonic() + 10
+                while len(survivor) < 10 and time.monotonic() < deadline:
+                    for event in c.fetch(timeout=0.3):
+                        survivor.append(event)
+                        event.ack()
+        finally:
+            os.kill(proc.pid, signal.SIGCONT)
+        assert proc.stdin is not None
+        proc.stdin.write("go\n")
+        proc.stdin.flush()
+        assert first_line(proc) == "acked"
+        publish(channel, after, start=11)
+        resumed = first_line(proc).split()
+    published = [f"e{i}" for i in range(1, 11 + after)]
+    seen = [e.text for e in survivor]
+    # the survivor: all ten, nothing twice; the stopped one's five flagged as redelivered
+    assert sorted(seen, key=lambda t: int(t[1:])) == published[:10]
+    assert {e.text for e in survivor if e.redelivered} == set(held)
+    if kind == "serial":  # the line passed whole: its window first, then on in order
+        assert seen == published[:10]
+    # back and alone, the stopped consumer gets every later event, in order, unflagged
+    assert resumed == [f"{t}:0" for t in published[10:]]
+    # lost: none; duplicated: only the window held across the pause (delivered to both)
+    assert set(seen) | set(held) | {r.split(":")[0] for r in resumed} == set(published)
+    assert dur.depth() == 0 and dur.transaction_depth() == 0
+
+
 def test_durable_filter_on_shared_keeps_non_matching_events_away(
     client: durables.Client, channel: durables.Channel
 ) -> None:
