@@ -88,7 +88,8 @@ class DeliveryLoop(Generic[C]):
     `C` is the client's context.
 
     The session's hooks: `outage()` when the connection broke, the flows `resume()` when
-    the server answers again and `queue_gone()` when a queue vanished.
+    the server answers again and `queue_gone()` when a queue vanished (true: the session
+    expired, and goes on as after an outage past its keep-alive).
     """
 
     def __init__(
@@ -102,7 +103,7 @@ class DeliveryLoop(Generic[C]):
         *,
         outage: Callable[[], None],
         resume: Callable[[], Flow[None]],
-        queue_gone: Callable[[], Flow[None]],
+        queue_gone: Callable[[], Flow[bool]],
         batch: int | None,
         auto_ack: bool,
         clock_offset_ms: int,
@@ -140,9 +141,10 @@ class DeliveryLoop(Generic[C]):
                     yield from self._round()
                 except ConnectionLostError:
                     yield from self._ride_out()
-                except DurableNotFound:  # a queue is gone: an overflow may have closed it
-                    yield from self._queue_gone()
-                    raise
+                except DurableNotFound:  # a queue is gone: closed by an overflow, or expired
+                    if not (yield from self._queue_gone()):
+                        raise
+                    yield from self._ride_out()  # expired while this client was stopped
             yield from self.flushing_acks()
         except DurablesError as exc:
             self.error = exc

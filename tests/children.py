@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import queue
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from typing import TypeVar
 
 T = TypeVar("T")
@@ -47,3 +49,29 @@ def once_free(take: Callable[[], T], busy: type[Exception], timeout: float = 10.
         except busy:
             assert time.monotonic() < deadline, f"still {busy.__name__} after {timeout} s"
             time.sleep(0.1)
+
+
+class Lines:
+    """A child's output lines, read on a thread of its own, so a test waits for them with a
+    bound instead of blocking on a child that never prints."""
+
+    def __init__(self, proc: subprocess.Popen[str]) -> None:
+        assert proc.stdout is not None
+        self._stdout = proc.stdout
+        self._lines: queue.Queue[str] = queue.Queue()
+        self.seen: list[str] = []
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        for line in self._stdout:
+            self._lines.put(line.rstrip("\n"))
+
+    def until(self, done: Callable[[list[str]], bool], timeout: float = 10.0) -> list[str]:
+        """Every line so far, once `done(lines)` holds; fails after `timeout` seconds."""
+        deadline = time.monotonic() + timeout
+        while not done(self.seen):
+            left = deadline - time.monotonic()
+            assert left > 0, f"not seen in {timeout} s; lines: {self.seen}"
+            with suppress(queue.Empty):
+                self.seen.append(self._lines.get(timeout=left))
+        return self.seen

@@ -15,7 +15,7 @@ import pytest
 import durables
 from durables import ALL_KEYS, ChannelNotFound, ConfigError, SessionInUseError, UnconnectedError
 
-from .children import first_line, once_free, python_child
+from .children import Lines, first_line, once_free, python_child
 from .servers import RedisProcess
 
 pytestmark = [pytest.mark.on_cluster, pytest.mark.both_clients]
@@ -222,6 +222,93 @@ def test_a_session_killed_with_kill9_resumes_within_its_timeout_with_nothing_los
     assert [(t, r) for kind, t, r in rec.log if kind == "event"] == [
         (f"p{i}", True) for i in range(20)
     ]
+
+
+STOPPED = textwrap.dedent(
+    """
+    import sys, time, durables
+    client = durables.connect(sys.argv[1], namespace=sys.argv[2], lease_timeout_s=1.0,
+                              block_s=0.2, housekeep_interval_s=3600)
+    s = client.session("phone", timeout=float(sys.argv[3]))
+    def say(line):  # one write a line: the delivery and the heartbeat print at once
+        sys.stdout.write(line + "\\n")
+        sys.stdout.flush()
+    s.on_state(lambda old, new: say(f"state {new}"))
+    s.register_interest("prices")
+    s.add_listener("prices", lambda e: say(f"event {e.text} {int(e.redelivered)}"))
+    s.ready_for_events()
+    print("ready", flush=True)
+    time.sleep(60)
+    """
+)
+
+STOPPED_AIO = textwrap.dedent(
+    """
+    import asyncio, sys, durables.aio as aio
+    async def main():
+        client = await aio.connect(sys.argv[1], namespace=sys.argv[2], lease_timeout_s=1.0,
+                                   block_s=0.2, housekeep_interval_s=3600)
+        s = await client.session("phone", timeout=float(sys.argv[3]))
+        def say(line):  # one write a line
+            sys.stdout.write(line + "\\n")
+            sys.stdout.flush()
+        s.on_state(lambda old, new: say(f"state {new}"))
+        await s.register_interest("prices")
+        s.add_listener("prices", lambda e: say(f"event {e.text} {int(e.redelivered)}"))
+        await s.ready_for_events()
+        print("ready", flush=True)
+        await asyncio.sleep(60)
+    asyncio.run(main())
+    """
+)
+
+
+def delivered(lines: list[str]) -> list[str]:
+    return [line.split()[1] for line in lines if line.startswith("event")]
+
+
+@pytest.mark.parametrize("keep_alive", [30.0, 1.0], ids=["within", "past"])
+def test_a_session_process_stopped_past_its_lease_goes_on_by_itself(
+    server_url: str, namespace: str, client: durables.Client, prices: durables.Channel,
+    keep_alive: float, client_kind: str,
+) -> None:  # fmt: skip
+    """A session's process stopped (SIGSTOP, as by a long pause) for longer than its live
+    lease: within the keep-alive it goes on with the same queue, nothing lost; past it (the
+    session expired meanwhile, with an alert) it goes on as a new session with the same
+    interests, as after an outage past the keep-alive. Counted per phase: published before,
+    during and after the stop; delivered, lost, duplicated, reordered."""
+    before, during, after = ([f"{phase}{i}" for i in range(1, 4)] for phase in ("p", "q", "r"))
+    child = STOPPED_AIO if client_kind == "aio" else STOPPED
+    with python_child(child, server_url, namespace, str(keep_alive)) as proc:
+        lines = Lines(proc)
+        lines.until(lambda seen: "ready" in seen)
+        for text in before:
+            prices.publish(text.encode())
+        lines.until(lambda seen: len(delivered(seen)) == 3)
+        os.kill(proc.pid, signal.SIGSTOP)
+        try:
+            for text in during:
+                prices.publish(text.encode())
+            time.sleep(2.5)  # past the live lease (1 s), and past a keep-alive of 1 s
+            client.housekeep()  # expires the session if its keep-alive passed
+        finally:
+            os.kill(proc.pid, signal.SIGCONT)
+        if keep_alive < 2.5:
+            lines.until(lambda seen: "state expired" in seen)
+            assert any("'phone' expired" in a["message"] for a in client.alerts())
+        else:
+            lines.until(lambda seen: len(delivered(seen)) == 6)
+        for text in after:
+            prices.publish(text.encode())
+        seen = delivered(lines.until(lambda seen: delivered(seen)[-1:] == [after[-1]]))
+    assert not any(" 1" in line for line in lines.seen if line.startswith("event"))
+    assert len(seen) == len(set(seen))  # no duplicate
+    assert seen == sorted(seen)  # in publish order (p < q < r)
+    assert seen[:3] == before and seen[-3:] == after  # nothing lost but ...
+    lost = [text for text in during if text not in seen]
+    # ... what was queued while away, and only when the session expired with it
+    assert lost == [] if keep_alive > 2.5 else len(lost) <= 3
+    assert lines.seen[-1:] != ["state closed"]
 
 
 def test_a_session_away_past_its_timeout_starts_anew_with_an_alert(
