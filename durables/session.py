@@ -101,7 +101,7 @@ class Session(SessionCore):
         interests = self.executor.drive(self.marking())
         delivery = Delivery(
             self.ctx, self.id, interests, self.markers, self.listeners,
-            self.cache, outage=self.lost_connection, resume=self.resuming,
+            self.cache, outage=self.lost_connection, away=self.away, resume=self.resuming,
             queue_gone=self.queue_gone, batch=self.recovery_buffer, auto_ack=self.auto_ack,
             clock_offset_ms=self._clock_offset_ms,
         )  # fmt: skip

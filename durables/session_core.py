@@ -205,12 +205,17 @@ class SessionCore:
             yield from store.remove(self.ctx, self.record)
         self._set_state("closed")
 
+    def away(self) -> bool:
+        """Not live: the connection broke, or the heartbeat found the live lease gone (this
+        client was stopped past it); `resuming` makes it live again."""
+        return self._state == "disconnected"
+
     def queue_gone(self) -> Flow[bool]:
         """The delivery found a queue gone: an overflow closed the session, or a channel was
         deleted (False: the delivery stops), or the session expired while this client was
         stopped past its keep-alive, as by a long pause, with the connection intact (True:
-        it is disconnected, and goes on as after an outage past the keep-alive, anew with
-        the same interests)."""
+        it is away, and comes back as after an outage past the keep-alive, anew with the
+        same interests)."""
         yield from self._queues()
         if self._state == "closed" or (yield from store.load(self.ctx, self.id)) is not None:
             return False

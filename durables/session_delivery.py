@@ -87,9 +87,10 @@ class DeliveryLoop(Generic[C]):
     sync `Delivery` drives it on a thread, `durables.aio.session.AsyncDelivery` on a task;
     `C` is the client's context.
 
-    The session's hooks: `outage()` when the connection broke, the flows `resume()` when
-    the server answers again and `queue_gone()` when a queue vanished (true: the session
-    expired, and goes on as after an outage past its keep-alive).
+    The session's hooks: `outage()` when the connection broke, `away()` while the session
+    is not live (the heartbeat found its live lease gone, as after a long pause), the flows
+    `resume()` to be live again and `queue_gone()` when a queue vanished (true: the session
+    expired, and is away).
     """
 
     def __init__(
@@ -102,6 +103,7 @@ class DeliveryLoop(Generic[C]):
         cache: Callable[[str], LocalCache],
         *,
         outage: Callable[[], None],
+        away: Callable[[], bool],
         resume: Callable[[], Flow[None]],
         queue_gone: Callable[[], Flow[bool]],
         batch: int | None,
@@ -117,7 +119,8 @@ class DeliveryLoop(Generic[C]):
             ctx.namespace, session_id, interests, markers, interest_matches,
             batch=batch or ctx.settings.read_batch,
         )  # fmt: skip
-        self._outage, self._resume, self._queue_gone = outage, resume, queue_gone
+        self._outage, self._away, self._resume = outage, away, resume
+        self._queue_gone = queue_gone
         self.listeners = listeners
         self.cache = cache
         self.live: set[str] = set()
@@ -138,17 +141,21 @@ class DeliveryLoop(Generic[C]):
         try:
             while not self.stopping:
                 try:
+                    if self._away():  # stopped past its live lease, the server answering
+                        yield from self._come_back()
                     yield from self._round()
                 except ConnectionLostError:
                     yield from self._ride_out()
                 except DurableNotFound:  # a queue is gone: closed by an overflow, or expired
                     if not (yield from self._queue_gone()):
-                        raise
-                    yield from self._ride_out()  # expired while this client was stopped
+                        raise  # (expired: the session is away, and comes back anew)
             yield from self.flushing_acks()
         except DurablesError as exc:
             self.error = exc
             log.error("session delivery stopped: %s", exc)
+        except Exception as exc:  # a bug: said loudly, not a delivery that just ends
+            self.error = exc
+            log.exception("session delivery stopped by an unexpected error")
 
     def _ride_out(self) -> Flow[None]:
         """Wait for the server (a slice at a time, so a stop stays prompt), let the session
@@ -157,11 +164,16 @@ class DeliveryLoop(Generic[C]):
         while not self.stopping:
             if (yield from recover(self.ctx.clock() + self.ctx.settings.block_s)):
                 try:
-                    yield from self._resume()
+                    yield from self._come_back()
                 except ConnectionLostError:
                     continue  # gone again
-                self.cursors.restart()
                 return
+
+    def _come_back(self) -> Flow[None]:
+        """Be the session's live client again (the same session within its keep-alive, else
+        a new one with the same interests), then read the in-flight events again."""
+        yield from self._resume()
+        self.cursors.restart()
 
     def _round(self) -> Flow[None]:
         block_ms = int(self.ctx.settings.block_s * 1000)

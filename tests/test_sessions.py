@@ -275,7 +275,8 @@ def test_a_session_process_stopped_past_its_lease_goes_on_by_itself(
     """A session's process stopped (SIGSTOP, as by a long pause) for longer than its live
     lease: within the keep-alive it goes on with the same queue, nothing lost; past it (the
     session expired meanwhile, with an alert) it goes on as a new session with the same
-    interests, as after an outage past the keep-alive. Counted per phase: published before,
+    interests, as after an outage past the keep-alive. Either way it is the session's live
+    client again, so no other can open it. Counted per phase: published before,
     during and after the stop; delivered, lost, duplicated, reordered."""
     before, during, after = ([f"{phase}{i}" for i in range(1, 4)] for phase in ("p", "q", "r"))
     child = STOPPED_AIO if client_kind == "aio" else STOPPED
@@ -293,11 +294,14 @@ def test_a_session_process_stopped_past_its_lease_goes_on_by_itself(
             client.housekeep()  # expires the session if its keep-alive passed
         finally:
             os.kill(proc.pid, signal.SIGCONT)
+        # live again by itself: the same session, or past the keep-alive a new one
+        back = "state expired" if keep_alive < 2.5 else "state connected"
+        states = [line for line in lines.until(lambda seen: back in seen) if "state" in line]
+        assert states == ["state disconnected", back]
         if keep_alive < 2.5:
-            lines.until(lambda seen: "state expired" in seen)
             assert any("'phone' expired" in a["message"] for a in client.alerts())
-        else:
-            lines.until(lambda seen: len(delivered(seen)) == 6)
+        with pytest.raises(SessionInUseError):  # it holds the live lease again
+            client.session("phone", timeout=30)
         for text in after:
             prices.publish(text.encode())
         seen = delivered(lines.until(lambda seen: delivered(seen)[-1:] == [after[-1]]))

@@ -85,7 +85,9 @@ def release_live(ns: str, session_id: str, token: str) -> Op[bool]:
 
 def load(ns: str, session_id: str) -> Op[SessionRecord | None]:
     def parse(raw: Any) -> SessionRecord | None:
-        return SessionRecord.from_mapping(session_id, raw) if raw else None
+        # without its timeout it is no record: a heartbeat's stamp of one already removed
+        # (as an earlier version could leave)
+        return SessionRecord.from_mapping(session_id, raw) if b"timeout_ms" in raw else None
 
     return command("HGETALL", keys.session(ns, session_id), parse=parse,
                    context=_about(session_id))  # fmt: skip
