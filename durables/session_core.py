@@ -261,11 +261,18 @@ class SessionCore:
     def resuming(self) -> Flow[None]:
         """The server answers again: be the live client again, and go on with the same
         session if its keep-alive has not passed, else with a new one with the same
-        interests (seed 002: "a normal new connection ... with the same topic set")."""
+        interests (seed 002: "a normal new connection ... with the same topic set"). If
+        another client opened the session meanwhile, it is that client's: this one is
+        closed (`SessionInUseError`)."""
         with self._lock:
             if self._state != "disconnected":
                 return
-            yield from self._take_live_lease()
+            try:
+                yield from self._take_live_lease()
+            except SessionInUseError:  # opened by another client while this one was away
+                self.ctx.runtime.heartbeat.remove(self.token)
+                self._set_state("closed")
+                raise
             interests = dict(self.record.interests)
             resumed, self.record = yield from self._open(self._timeout_ms)
             if not resumed:

@@ -315,6 +315,53 @@ def test_a_session_process_stopped_past_its_lease_goes_on_by_itself(
     assert lines.seen[-1:] != ["state closed"]
 
 
+def test_a_session_stopped_while_another_client_opened_it_is_closed_when_it_wakes(
+    server_url: str, namespace: str, client: durables.Client, prices: durables.Channel,
+    client_kind: str,
+) -> None:  # fmt: skip
+    """A session's process stopped past its live lease while another client opens the
+    session: the session is the other client's. Woken, the stopped one is closed, not
+    live again; from then on everything goes to the other, once, in order. Counted: what
+    was published during the stop reaches the session at least once (through either
+    client: a read the stopped one had under way, or made before it noticed, may take
+    some), and what was published after reaches the other client alone."""
+    during, after = ([f"{phase}{i}" for i in range(1, 4)] for phase in ("q", "r"))
+    child = STOPPED_AIO if client_kind == "aio" else STOPPED
+    with python_child(child, server_url, namespace, "30") as proc:
+        lines = Lines(proc)
+        lines.until(lambda seen: "ready" in seen)
+        os.kill(proc.pid, signal.SIGSTOP)
+        try:
+            for text in during:
+                prices.publish(text.encode())
+            other = once_free(lambda: client.session("phone", timeout=30), SessionInUseError)
+        finally:
+            os.kill(proc.pid, signal.SIGCONT)
+        rec = Recorder()
+        with other:
+            assert other.resumed
+            other.add_listener("prices", rec)
+            other.ready_for_events()
+            states = lines.until(lambda seen: "state closed" in seen)
+            assert [line for line in states if "state" in line] == [
+                "state disconnected",
+                "state closed",
+            ]
+            for text in after:
+                prices.publish(text.encode())
+            deadline = time.monotonic() + 5
+            while after[-1] not in [t for _, t, _ in rec.log] and time.monotonic() < deadline:
+                time.sleep(0.01)
+            time.sleep(0.3)  # time for anything the closed one might still read
+    got = [t for kind, t, _ in rec.log if kind == "event"]
+    stopped = [line.split()[1] for line in lines.seen if line.startswith("event")]
+    assert [t for t in got if t in after] == after  # once each, in order, to the other
+    assert not set(stopped) & set(after)  # the closed one read nothing after it woke
+    assert set(got) | set(stopped) == set(during + after)  # lost: none
+    assert len(got) == len(set(got))  # no duplicate within the other client
+    assert [t for t in got if t in during] == sorted(t for t in got if t in during)
+
+
 def test_a_session_away_past_its_timeout_starts_anew_with_an_alert(
     client: durables.Client, prices: durables.Channel, caplog: pytest.LogCaptureFixture
 ) -> None:
