@@ -232,5 +232,9 @@ def test_the_budget_gives_every_path_for_both_variants_with_positive_costs() -> 
     # one publish is one round trip in both; a batch of 1,000 is one, not a thousand
     assert by["publish_single", "durables"].round_trips <= 1.01
     assert by["publish_batch_1000", "durables"].round_trips < 0.01
+    # a hand-off is one event at a time: its publish, and the read that brings it
+    for path in ("handoff_exclusive", "handoff_shared", "handoff_serial"):
+        for variant in ("durables", "raw"):
+            assert by[path, variant].round_trips >= 1.99, by[path, variant]
     rows = budget.table(budgets).splitlines()
     assert len(rows) == 2 + len(budgets) and rows[2].startswith("| publish_single | durables |")

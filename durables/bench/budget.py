@@ -17,12 +17,14 @@ Run it with `python -m durables.bench.budget [--events N] [--json]`.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Generator, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -210,6 +212,106 @@ def consume_raw(bench: Bench, n: int) -> Generator[Step, None, None]:
     yield step
 
 
+HANDOFF_CONSUMERS: dict[durables.Kind, int] = {"exclusive": 1, "shared": 4, "serial": 2}
+"""Consumers of the hand-off paths: as many as the benchmark's latency scenarios have."""
+HANDOFF_WAIT_S = 5.0
+
+
+class _Handoff:
+    """Consumers, each blocked in a read on a thread of its own, and a publisher that sends
+    one event and waits until one of them has it before it sends the next: the work of
+    `durables bench`'s latency scenarios per event, without their pacing and their
+    producer process (everything here is one process, so its CPU time is all counted)."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+        self.received = threading.Semaphore(0)
+        self.stop = threading.Event()
+        self.threads: list[threading.Thread] = []
+
+    def start(self, reads: list[Callable[[], int]]) -> None:
+        def loop(read: Callable[[], int]) -> None:
+            while not self.stop.is_set():
+                for _ in range(read()):
+                    self.received.release()
+
+        self.threads = [threading.Thread(target=loop, args=(r,), daemon=True) for r in reads]
+        for thread in self.threads:
+            thread.start()
+
+    def step(self, publish: Callable[[], object]) -> Step:
+        def step() -> None:
+            for i in range(self.n):
+                publish()
+                if not self.received.acquire(timeout=HANDOFF_WAIT_S):
+                    raise RuntimeError(f"event {i} of {self.n} not received")
+
+        return step
+
+    def close(self) -> None:
+        self.stop.set()
+        for thread in self.threads:
+            thread.join()
+
+
+def _handoff(kind: durables.Kind) -> PathMaker:
+    def path(bench: Bench, n: int) -> Generator[Step, None, None]:
+        handoff = _Handoff(n)
+        with _client(bench) as client, ExitStack() as stack:
+            ch = client.channel("orders")
+            dur = ch.durable("d", kind=kind)
+            prefetch = BATCH if kind != "exclusive" else None
+            opened = [
+                stack.enter_context(dur.consumer(f"c{i}", prefetch=prefetch, auto_ack=True))
+                for i in range(HANDOFF_CONSUMERS[kind])
+            ]
+            handoff.start([functools.partial(_fetched, c) for c in opened])
+            stack.callback(handoff.close)  # before the consumers close
+            handoff.step(lambda: ch.publish(b"x" * 100))()  # warm: scripts loaded, all waiting
+            yield handoff.step(lambda: ch.publish(b"x" * 100))
+
+    return path
+
+
+def _fetched(consumer: durables.Consumer) -> int:
+    return len(consumer.fetch(timeout=0.2))
+
+
+def _handoff_raw(kind: durables.Kind) -> PathMaker:
+    def path(bench: Bench, n: int) -> Generator[Step, None, None]:
+        handoff = _Handoff(n)
+        r = bench.raw
+        r.xgroup_create("orders", "d", "$", mkstream=True)
+        clients = [redis.Redis.from_url(bench.url) for _ in range(HANDOFF_CONSUMERS[kind])]
+        try:
+            handoff.start([_RawReader(c, f"c{i}").read for i, c in enumerate(clients)])
+            handoff.step(lambda: r.xadd("orders", {"d": b"x" * 100}))()
+            yield handoff.step(lambda: r.xadd("orders", {"d": b"x" * 100}))
+        finally:
+            handoff.close()
+            for c in clients:
+                c.close()
+
+    return path
+
+
+class _RawReader:
+    """The plain program's consumer: `XACK` of what it read last and a blocking
+    `XREADGROUP`, in one pipeline."""
+
+    def __init__(self, r: redis.Redis, name: str) -> None:
+        self.r, self.name, self.last = r, name, list[Any]()
+
+    def read(self) -> int:
+        pipe = self.r.pipeline(transaction=False)
+        if self.last:
+            pipe.xack("orders", "d", *self.last)
+        pipe.xreadgroup("d", self.name, {"orders": ">"}, count=BATCH, block=200)
+        reply = pipe.execute()[-1]
+        self.last = [entry_id for _, entries in reply or () for entry_id, _ in entries]
+        return len(self.last)
+
+
 class _Count:
     def __init__(self, want: int) -> None:
         self.want, self.seen, self.done = want, 0, False
@@ -245,7 +347,12 @@ PATHS: dict[str, tuple[PathMaker, PathMaker]] = {
     "consume_shared": (_consume("shared"), consume_raw),
     "consume_serial": (_consume("serial"), consume_raw),
     "session_replay": (session_replay, consume_raw),
+    "handoff_exclusive": (_handoff("exclusive"), _handoff_raw("exclusive")),
+    "handoff_shared": (_handoff("shared"), _handoff_raw("shared")),
+    "handoff_serial": (_handoff("serial"), _handoff_raw("serial")),
 }
+ONE_AT_A_TIME = ("publish_single", "handoff_exclusive", "handoff_shared", "handoff_serial")
+"""Paths of one event per round trip: they run a tenth of the events."""
 
 
 def run(events: int, only: list[str] | None = None) -> list[Budget]:
@@ -257,7 +364,7 @@ def run(events: int, only: list[str] | None = None) -> list[Budget]:
         for name, (ours, theirs) in PATHS.items():
             if only and name not in only:
                 continue
-            n = events if name != "publish_single" else max(1000, events // 10)
+            n = events if name not in ONE_AT_A_TIME else max(1000, events // 10)
             for variant, make in (("durables", ours), ("raw", theirs)):
                 bench.reset()
                 budgets.append(measure(bench, name, variant, n, make))
