@@ -75,7 +75,7 @@ if again then
 else
   set_tap(d, tap, me, false, 0)  -- only watchers read the channel
 end
-watch(d, tap, door, me, ttl_ms)
+watch(d, tap, door, me, ttl_ms, read)  -- nothing read the channel since delivered(d)
 -- Its door read ended without a wake (or it was never woken): it fetches through the
 -- dispatcher once, which deals whatever waits, so a watcher that died watching (its mark
 -- lasts until its tap expires) holds nothing up longer than a wait.
