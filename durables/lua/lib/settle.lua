@@ -132,12 +132,13 @@ local function watch(d, tap, door, me, ttl_ms, read)
   local since = read or delivered(d)
   for _, consumer in ipairs(redis.call('LRANGE', d.ring, 0, -1)) do
     if waiting[consumer] then
-      local its_door = key_of(door, me, consumer)
-      if redis.call('EXISTS', its_door) == 0 then  -- closed: it fetches through the dispatcher
+      -- its door rung (its read returns once this script ends), unless it is closed
+      local rung = redis.call('XADD', key_of(door, me, consumer), 'NOMKSTREAM', 'MAXLEN', 1,
+        '*', 'w', 1)
+      if not rung then  -- closed: it fetches through the dispatcher
         redis.call('HDEL', d.waits, consumer)
       else
         set_tap(d, key_of(tap, me, consumer), consumer, true, ttl_ms)
-        redis.call('XADD', its_door, 'MAXLEN', 1, '*', 'w', 1)
         redis.call('HSET', d.waits, consumer, since)
         watching = watching + 1
         if watching >= WATCHERS then
