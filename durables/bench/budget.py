@@ -34,6 +34,8 @@ from redis.connection import Connection
 
 import durables
 
+from .consume import RawConsumer
+from .env import RAW_STREAM
 from .servers import ValkeyServer
 
 NAMESPACE = "budget"
@@ -280,36 +282,19 @@ def _fetched(consumer: durables.Consumer) -> int:
 def _handoff_raw(kind: durables.Kind) -> PathMaker:
     def path(bench: Bench, n: int) -> Generator[Step, None, None]:
         handoff = _Handoff(n)
-        r = bench.raw
-        r.xgroup_create("orders", "d", "$", mkstream=True)
         clients = [redis.Redis.from_url(bench.url) for _ in range(HANDOFF_CONSUMERS[kind])]
         try:
-            handoff.start([_RawReader(c, f"c{i}").read for i, c in enumerate(clients)])
-            handoff.step(lambda: r.xadd("orders", {"d": b"x" * 100}))()
-            yield handoff.step(lambda: r.xadd("orders", {"d": b"x" * 100}))
+            readers = [RawConsumer(c, f"c{i}", block_ms=200) for i, c in enumerate(clients)]
+            readers[0].create_group()
+            handoff.start([reader.step for reader in readers])
+            handoff.step(lambda: bench.raw.xadd(RAW_STREAM, {"d": b"x" * 100}))()
+            yield handoff.step(lambda: bench.raw.xadd(RAW_STREAM, {"d": b"x" * 100}))
         finally:
             handoff.close()
             for c in clients:
                 c.close()
 
     return path
-
-
-class _RawReader:
-    """The plain program's consumer: `XACK` of what it read last and a blocking
-    `XREADGROUP`, in one pipeline."""
-
-    def __init__(self, r: redis.Redis, name: str) -> None:
-        self.r, self.name, self.last = r, name, list[Any]()
-
-    def read(self) -> int:
-        pipe = self.r.pipeline(transaction=False)
-        if self.last:
-            pipe.xack("orders", "d", *self.last)
-        pipe.xreadgroup("d", self.name, {"orders": ">"}, count=BATCH, block=200)
-        reply = pipe.execute()[-1]
-        self.last = [entry_id for _, entries in reply or () for entry_id, _ in entries]
-        return len(self.last)
 
 
 class _Count:
