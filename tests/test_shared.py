@@ -127,16 +127,19 @@ def _until_any(got: list[tuple[str, str, float]], deadline: float) -> None:
 
 
 @contextmanager
-def _three_waiting(channel: durables.Channel) -> Iterator[list[tuple[str, str, float]]]:
-    """Consumers a, b and c of a shared durable, each fetching in a thread of its own and
-    waiting (idle) by the time this yields what arrives (`_fetching`)."""
+def _three_waiting(
+    channel: durables.Channel, timeout: float = 0.3
+) -> Iterator[list[tuple[str, str, float]]]:
+    """Consumers a, b and c of a shared durable, each fetching in a thread of its own (each
+    fetch waiting up to `timeout`) and waiting (idle) by the time this yields what arrives
+    (`_fetching`)."""
     dur = channel.durable("work", kind="shared")
     with (
         dur.consumer("a", prefetch=5, auto_ack=True) as a,
         dur.consumer("b", prefetch=5, auto_ack=True) as b,
         dur.consumer("c", prefetch=5, auto_ack=True) as c,
     ):
-        got, halt = _fetching({"a": a, "b": b, "c": c})
+        got, halt = _fetching({"a": a, "b": b, "c": c}, timeout)
         try:
             time.sleep(0.5)  # all three waiting
             yield got
@@ -145,22 +148,28 @@ def _three_waiting(channel: durables.Channel) -> Iterator[list[tuple[str, str, f
 
 
 def test_an_event_published_to_idle_consumers_costs_one_consumers_work(
-    channel: durables.Channel,
+    connect: Connect, server_url: str, namespace: str
 ) -> None:
     """Idle consumers wait in reads of their own, and one at a time reads the channel: an
     event wakes that one, whose wait settles it, not every consumer, each running the
     dispatcher (which cost about five scripts per event with three consumers)."""
-    redis = channel.ctx.executor.redis
-    if not isinstance(redis, Redis):
-        pytest.skip("the server's command counts are per node on a cluster")
-    with _three_waiting(channel) as got:
-        before = redis.info("commandstats")["cmdstat_evalsha"]["calls"]
-        for i in range(1, 25):
-            channel.publish(f"e{i}")
-            deadline = time.monotonic() + 5
-            while len(got) < i and time.monotonic() < deadline:
-                time.sleep(0.002)
-        scripts = redis.info("commandstats")["cmdstat_evalsha"]["calls"] - before
+    # Only the events' scripts are counted: leases long enough that no heartbeat renews
+    # one meanwhile, and waits long enough that none ends (a wait that ends without a
+    # wake fetches through the dispatcher once). With the suite's 1 s leases and 0.3 s
+    # waits the count grew with a slow run's length, not with the events.
+    with connect(server_url, namespace=namespace, **{**FAST, "lease_timeout_s": 30.0}) as client:
+        channel = client.channel("orders")
+        redis = channel.ctx.executor.redis
+        if not isinstance(redis, Redis):
+            pytest.skip("the server's command counts are per node on a cluster")
+        with _three_waiting(channel, timeout=4.0) as got:
+            before = redis.info("commandstats")["cmdstat_evalsha"]["calls"]
+            for i in range(1, 25):
+                channel.publish(f"e{i}")
+                deadline = time.monotonic() + 5
+                while len(got) < i and time.monotonic() < deadline:
+                    time.sleep(0.002)
+            scripts = redis.info("commandstats")["cmdstat_evalsha"]["calls"] - before
     assert [name for name, _, _ in got] == ["a", "b", "c"] * 8
     # each event: its publish, the taker's settling and its joining the waiters again
     assert scripts / 24 < 3.6
