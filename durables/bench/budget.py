@@ -24,7 +24,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Generator, Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -34,7 +34,7 @@ from redis.connection import Connection
 
 import durables
 
-from .consume import RawConsumer
+from .consume import RawConsumer, consumers, durables_step
 from .env import RAW_STREAM
 from .servers import ValkeyServer
 
@@ -259,24 +259,19 @@ class _Handoff:
 def _handoff(kind: durables.Kind) -> PathMaker:
     def path(bench: Bench, n: int) -> Generator[Step, None, None]:
         handoff = _Handoff(n)
-        with _client(bench) as client, ExitStack() as stack:
+        with _client(bench) as client:
             ch = client.channel("orders")
             dur = ch.durable("d", kind=kind)
-            prefetch = BATCH if kind != "exclusive" else None
-            opened = [
-                stack.enter_context(dur.consumer(f"c{i}", prefetch=prefetch, auto_ack=True))
-                for i in range(HANDOFF_CONSUMERS[kind])
-            ]
-            handoff.start([functools.partial(_fetched, c) for c in opened])
-            stack.callback(handoff.close)  # before the consumers close
-            handoff.step(lambda: ch.publish(b"x" * 100))()  # warm: scripts loaded, all waiting
-            yield handoff.step(lambda: ch.publish(b"x" * 100))
+            with consumers(dur, HANDOFF_CONSUMERS[kind]) as opened:
+                handoff.start([durables_step(c) for c in opened])
+                try:
+                    publish = functools.partial(ch.publish, b"x" * 100)
+                    handoff.step(publish)()  # warm: scripts loaded, all waiting
+                    yield handoff.step(publish)
+                finally:
+                    handoff.close()  # before the consumers close
 
     return path
-
-
-def _fetched(consumer: durables.Consumer) -> int:
-    return len(consumer.fetch(timeout=0.2))
 
 
 def _handoff_raw(kind: durables.Kind) -> PathMaker:
@@ -287,8 +282,9 @@ def _handoff_raw(kind: durables.Kind) -> PathMaker:
             readers = [RawConsumer(c, f"c{i}", block_ms=200) for i, c in enumerate(clients)]
             readers[0].create_group()
             handoff.start([reader.step for reader in readers])
-            handoff.step(lambda: bench.raw.xadd(RAW_STREAM, {"d": b"x" * 100}))()
-            yield handoff.step(lambda: bench.raw.xadd(RAW_STREAM, {"d": b"x" * 100}))
+            publish = functools.partial(bench.raw.xadd, RAW_STREAM, {"d": b"x" * 100})
+            handoff.step(publish)()
+            yield handoff.step(publish)
         finally:
             handoff.close()
             for c in clients:
