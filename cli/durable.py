@@ -10,8 +10,11 @@ import durables
 
 from . import output
 from .context import State, json_option, pass_state
+from .interrupts import StopRequest, stop_requested
 
 TAIL_CONSUMER = "cli-tail"
+STOP_WITHIN_S = 0.5
+"""How long `tail` may take to answer Ctrl-C: its fetches wait no longer than this."""
 
 
 @click.command("durables")
@@ -115,15 +118,15 @@ def tail(
     """Print a durable's events as they come.
 
     Attaches to DURABLE as a consumer and acknowledges what it printed (unless
-    --no-ack). Ctrl-C detaches cleanly.
+    --no-ack). Ctrl-C or SIGTERM detaches cleanly within half a second.
     """
     durable = state.client().get_channel(channel_name).get_durable(durable_name)
-    with durable.consumer(name, auto_ack=False) as consumer:
+    with durable.consumer(name, auto_ack=False) as consumer, stop_requested() as stop:
         tailing = _Tail(consumer, ack=not no_ack, as_json=as_json)
         try:
-            tailing.run(count)
+            tailing.run(count, stop)
         except KeyboardInterrupt:
-            pass  # Ctrl-C is how a tail ends: acknowledge what was printed, then detach
+            pass  # a second Ctrl-C: acknowledge what was printed all the same, then detach
         finally:
             tailing.finish()
 
@@ -140,14 +143,16 @@ class _Tail:
         self.unprinted: list[durables.Event] = []
         """Fetched but never printed (past --count, or cut short by Ctrl-C)."""
 
-    def run(self, count: int | None) -> None:
-        timeout = self.consumer.block_s
-        while count is None or count > 0:
+    def run(self, count: int | None, stop: StopRequest) -> None:
+        """Until `count` events were printed or a stop was requested (Ctrl-C, SIGTERM),
+        which a fetch answers within `STOP_WITHIN_S`."""
+        timeout = min(self.consumer.block_s, STOP_WITHIN_S)
+        while not stop.requested and (count is None or count > 0):
             self.unprinted = self.consumer.fetch(timeout=timeout)
-            while self.unprinted and (count is None or count > 0):
-                # Ctrl-C while an event is being printed leaves it in neither list: it is
-                # neither acknowledged nor handed back as unseen, so it comes again flagged
-                # as redelivered (it may have been seen).
+            while self.unprinted and not stop.requested and (count is None or count > 0):
+                # A second Ctrl-C while an event is being printed leaves it in neither list:
+                # neither acknowledged nor handed back as unseen, it comes again flagged as
+                # redelivered (it may have been seen).
                 event = self.unprinted.pop(0)
                 _show(event, self.as_json)
                 self.printed.append(event)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from datetime import datetime
 
 import click
@@ -11,6 +10,7 @@ import durables
 
 from . import output
 from .context import State, json_option, pass_state
+from .interrupts import stop_requested
 
 
 @click.command("housekeep")
@@ -32,12 +32,14 @@ def housekeep(state: State, every: float | None, as_json: bool) -> None:
     if every is None:
         _report(client.housekeep(), as_json, lines=False)
         return
-    try:
-        while True:
-            _report(client.housekeep(), as_json, lines=True)
-            time.sleep(every)
-    except KeyboardInterrupt:
-        pass
+    with stop_requested() as stop:
+        try:
+            while True:
+                _report(client.housekeep(), as_json, lines=True)
+                if stop.sleep(every):
+                    return
+        except KeyboardInterrupt:
+            pass  # a second Ctrl-C
 
 
 def _report(report: durables.HousekeepReport, as_json: bool, *, lines: bool) -> None:

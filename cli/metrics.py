@@ -2,10 +2,6 @@
 
 from __future__ import annotations
 
-import signal
-import threading
-from types import FrameType
-
 import click
 from prometheus_client import start_http_server
 
@@ -14,6 +10,7 @@ from durables.metrics import exposition, registry
 
 from . import exits, output
 from .context import State, pass_state
+from .interrupts import stop_requested
 
 RECONNECT_TIMEOUT_S = 2.0
 """How long a scrape waits out a lost connection before reporting `durables_up 0`
@@ -54,19 +51,13 @@ def serve(client: durables.Client, host: str, port: int) -> None:
         output.fail(f"cannot listen on {host}:{port}: {exc.strerror or exc}", exits.CANNOT_LISTEN)
     where = f"[{host}]" if ":" in host else host
     output.say(f"serving metrics on http://{where}:{server.server_port}/metrics (Ctrl-C stops)")
-    stop = threading.Event()
-
-    def on_term(signum: int, frame: FrameType | None) -> None:
-        stop.set()
-
-    previous = signal.signal(signal.SIGTERM, on_term)
     try:
-        while not stop.wait(0.5):
-            pass
+        with stop_requested() as stop:
+            while not stop.sleep(60):
+                pass
     except KeyboardInterrupt:
-        pass  # Ctrl-C is how serving ends
+        pass  # a second Ctrl-C
     finally:
-        signal.signal(signal.SIGTERM, previous)
         server.shutdown()
         server.server_close()
         thread.join()

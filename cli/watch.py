@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -15,6 +14,7 @@ import durables
 
 from . import output
 from .context import State, json_option, pass_state
+from .interrupts import stop_requested
 
 
 @dataclass(frozen=True)
@@ -76,25 +76,25 @@ def watch(state: State, interval: float, once: bool, as_json: bool) -> None:
     if once or as_json:
         _print_frames(client, once, interval, as_json)
         return
-    try:
-        with Live(render(client, snapshot(client)), console=output.console()) as live:
-            while True:
-                time.sleep(interval)
-                live.update(render(client, snapshot(client)))
-    except KeyboardInterrupt:
-        pass
+    with stop_requested() as stop:
+        try:
+            with Live(render(client, snapshot(client)), console=output.console()) as live:
+                while not stop.sleep(interval):
+                    live.update(render(client, snapshot(client)))
+        except KeyboardInterrupt:
+            pass  # a second Ctrl-C
 
 
 def _print_frames(client: durables.Client, once: bool, interval: float, as_json: bool) -> None:
-    try:
-        while True:
-            frames = snapshot(client)
-            if as_json:
-                output.print_json(frames, lines=not once)
-            else:
-                output.show(render(client, frames))
-            if once:
-                return
-            time.sleep(interval)
-    except KeyboardInterrupt:
-        pass
+    with stop_requested() as stop:
+        try:
+            while True:
+                frames = snapshot(client)
+                if as_json:
+                    output.print_json(frames, lines=not once)
+                else:
+                    output.show(render(client, frames))
+                if once or stop.sleep(interval):
+                    return
+        except KeyboardInterrupt:
+            pass  # a second Ctrl-C

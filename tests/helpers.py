@@ -1,5 +1,5 @@
-"""Small helpers shared by the behaviour tests: publishing numbered events, fetching a
-number of events within a time limit, fetching in threads, waiting for a condition."""
+"""Small helpers shared by the behaviour tests: publishing numbered events, their texts,
+fetching a number of events within a time limit, fetching in threads, waiting for a condition."""
 
 from __future__ import annotations
 
@@ -14,6 +14,11 @@ import durables
 def publish(channel: durables.Channel, n: int, start: int = 1) -> list[str]:
     """Publish `e<start>` .. `e<start + n - 1>` in one batch; their ids."""
     return channel.publish_many([durables.Message(f"e{i}") for i in range(start, start + n)])
+
+
+def texts(events: list[durables.Event]) -> list[str]:
+    """The events' payloads as text, in order."""
+    return [e.text for e in events]
 
 
 def fetch_all(consumer: durables.Consumer, want: int, timeout: float = 5.0) -> list[durables.Event]:

@@ -1,33 +1,24 @@
-"""Shared and serial durables: round robin, windows, rollback, crash recovery, dead letters."""
+"""Shared durables: round robin, windows, rollback, crash recovery, dead letters, filters.
+
+Idle consumers waiting for events are in `test_shared_idle.py`, serial durables in
+`test_serial.py`."""
 
 from __future__ import annotations
 
 import os
-import random
 import signal
 import textwrap
-import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 
 import pytest
-from redis import Redis
 
 import durables
 from durables import ConfigError, InvalidWindowError
-from durables.keys import ChannelKeys
 
 from .children import first_line, python_child
-from .conftest import FAST, Connect
-from .helpers import fetch_all, publish
-from .servers import RedisProcess
+from .helpers import fetch_all, publish, texts
 
 pytestmark = [pytest.mark.on_cluster, pytest.mark.both_clients]
-
-
-def texts(events: list[durables.Event]) -> list[str]:
-    return [e.text for e in events]
 
 
 def test_two_shared_consumers_get_alternate_events_as_the_seed_says(
@@ -51,172 +42,6 @@ def test_round_robin_goes_on_where_it_stopped(channel: durables.Channel) -> None
         got_two = two.fetch(timeout=2)
         got_one += one.fetch(timeout=2)
     assert texts(got_one) == ["e1", "e3", "e5"] and texts(got_two) == ["e2", "e4", "e6"]
-
-
-def test_idle_consumers_take_events_published_one_at_a_time_in_ring_order(
-    channel: durables.Channel,
-) -> None:
-    """Consumers blocked in their fetches, each woken by every event and racing to the
-    dispatcher: events published one at a time still go round the ring exactly."""
-    dur = channel.durable("work", kind="shared")
-    got: list[tuple[str, str]] = []
-    lock, stop = threading.Lock(), threading.Event()
-
-    def loop(name: str, consumer: durables.Consumer) -> None:
-        while not stop.is_set():
-            for event in consumer.fetch(timeout=0.3):
-                with lock:
-                    got.append((name, event.text))
-
-    with (
-        dur.consumer("a", prefetch=5, auto_ack=True) as a,
-        dur.consumer("b", prefetch=5, auto_ack=True) as b,
-        dur.consumer("c", prefetch=5, auto_ack=True) as c,
-    ):
-        pairs = zip("abc", (a, b, c), strict=True)
-        threads = [threading.Thread(target=loop, args=pair) for pair in pairs]
-        for thread in threads:
-            thread.start()
-        try:
-            for i in range(1, 13):
-                channel.publish(f"e{i}")
-                deadline = time.monotonic() + 5
-                while len(got) < i and time.monotonic() < deadline:
-                    time.sleep(0.005)
-        finally:
-            stop.set()
-            for thread in threads:
-                thread.join(timeout=5)
-    assert [text for _, text in got] == [f"e{i}" for i in range(1, 13)]
-    assert [name for name, _ in got] == ["a", "b", "c"] * 4
-    channel.delete()  # taps included
-    ns = channel.ctx.namespace
-    assert channel.ctx.executor.redis.keys(f"{ns}:{{{channel.name}}}:*") == []
-
-
-def _fetching(
-    consumers: dict[str, durables.Consumer], timeout: float = 0.3
-) -> tuple[list[tuple[str, str, float]], Callable[[], None]]:
-    """Each consumer fetching in a thread of its own, blocking: what arrived (name, text,
-    when), and a function that stops them."""
-    got: list[tuple[str, str, float]] = []
-    lock, stop = threading.Lock(), threading.Event()
-
-    def loop(name: str, consumer: durables.Consumer) -> None:
-        while not stop.is_set():
-            for event in consumer.fetch(timeout=timeout):
-                with lock:
-                    got.append((name, event.text, time.monotonic()))
-
-    threads = [threading.Thread(target=loop, args=pair) for pair in consumers.items()]
-    for thread in threads:
-        thread.start()
-
-    def halt() -> None:
-        stop.set()
-        for thread in threads:
-            thread.join(timeout=5)
-
-    return got, halt
-
-
-def _until_any(got: list[tuple[str, str, float]], deadline: float) -> None:
-    """Wait until something arrived (`_fetching`) or the deadline passed."""
-    while not got and time.monotonic() < deadline:
-        time.sleep(0.005)
-
-
-@contextmanager
-def _three_waiting(
-    channel: durables.Channel, timeout: float = 0.3
-) -> Iterator[list[tuple[str, str, float]]]:
-    """Consumers a, b and c of a shared durable, each fetching in a thread of its own (each
-    fetch waiting up to `timeout`) and waiting (idle) by the time this yields what arrives
-    (`_fetching`)."""
-    dur = channel.durable("work", kind="shared")
-    with (
-        dur.consumer("a", prefetch=5, auto_ack=True) as a,
-        dur.consumer("b", prefetch=5, auto_ack=True) as b,
-        dur.consumer("c", prefetch=5, auto_ack=True) as c,
-    ):
-        got, halt = _fetching({"a": a, "b": b, "c": c}, timeout)
-        try:
-            time.sleep(0.5)  # all three waiting
-            yield got
-        finally:
-            halt()
-
-
-def test_an_event_published_to_idle_consumers_costs_one_consumers_work(
-    connect: Connect, server_url: str, namespace: str
-) -> None:
-    """Idle consumers wait in reads of their own, and one at a time reads the channel: an
-    event wakes that one, whose wait settles it, not every consumer, each running the
-    dispatcher (which cost about five scripts per event with three consumers)."""
-    # Only the events' scripts are counted: leases long enough that no heartbeat renews
-    # one meanwhile, and waits long enough that none ends (a wait that ends without a
-    # wake fetches through the dispatcher once). With the suite's 1 s leases and 0.3 s
-    # waits the count grew with a slow run's length, not with the events.
-    with connect(server_url, namespace=namespace, **{**FAST, "lease_timeout_s": 30.0}) as client:
-        channel = client.channel("orders")
-        redis = channel.ctx.executor.redis
-        if not isinstance(redis, Redis):
-            pytest.skip("the server's command counts are per node on a cluster")
-        with _three_waiting(channel, timeout=4.0) as got:
-            before = redis.info("commandstats")["cmdstat_evalsha"]["calls"]
-            for i in range(1, 25):
-                channel.publish(f"e{i}")
-                deadline = time.monotonic() + 5
-                while len(got) < i and time.monotonic() < deadline:
-                    time.sleep(0.002)
-            scripts = redis.info("commandstats")["cmdstat_evalsha"]["calls"] - before
-    assert [name for name, _, _ in got] == ["a", "b", "c"] * 8
-    # each event: its publish, the taker's settling and its joining the waiters again
-    assert scripts / 24 < 3.6
-
-
-def test_a_burst_to_idle_waiting_consumers_is_dealt_round_robin(
-    channel: durables.Channel,
-) -> None:
-    """Idle consumers wait in reads of their own, one of them reading the channel: a burst
-    it takes whole is dealt round the ring as the dispatcher would deal it."""
-    with _three_waiting(channel) as got:
-        for start in (1, 7):
-            publish(channel, 6, start=start)
-            deadline = time.monotonic() + 5
-            while len(got) < start + 5 and time.monotonic() < deadline:
-                time.sleep(0.005)
-    by = {name: [text for who, text, _ in got if who == name] for name in "abc"}
-    assert by == {
-        "a": ["e1", "e4", "e7", "e10"],
-        "b": ["e2", "e5", "e8", "e11"],
-        "c": ["e3", "e6", "e9", "e12"],
-    }
-
-
-def test_a_consumer_that_stops_asking_does_not_hold_up_the_others(
-    channel: durables.Channel,
-) -> None:
-    """The head of the ring waits once, then stops asking: its events are dealt to it all
-    the same (round robin), and the next consumer gets the next event at once."""
-    dur = channel.durable("work", kind="shared")
-    with (
-        dur.consumer("a", prefetch=5, auto_ack=True) as a,
-        dur.consumer("b", prefetch=5, auto_ack=True) as b,
-    ):
-        assert a.fetch(timeout=0.2) == []  # it waited, and stops asking
-        got, halt = _fetching({"b": b}, timeout=2)
-        try:
-            time.sleep(0.3)
-            channel.publish("e1")  # a's turn: dealt to it, though it does not ask
-            sent = time.monotonic()
-            channel.publish("e2")
-            _until_any(got, sent + 5)
-        finally:
-            halt()
-        assert [(who, text) for who, text, _ in got] == [("b", "e2")]
-        assert got[0][2] - sent < 0.5  # not after a wait ran out
-        assert texts(a.fetch(timeout=2)) == ["e1"]
 
 
 def test_window_caps_what_a_consumer_holds_and_ack_makes_room(channel: durables.Channel) -> None:
@@ -346,114 +171,6 @@ def test_events_go_to_the_dead_letters_after_max_deliveries(channel: durables.Ch
     assert dur.dead_letters() == []
 
 
-def test_serial_never_lets_two_consumers_hold_events_at_once(channel: durables.Channel) -> None:
-    dur = channel.durable("line", kind="serial")
-    with dur.consumer("one", prefetch=2) as one, dur.consumer("two", prefetch=2) as two:
-        publish(channel, 6)
-        first = one.fetch(timeout=1)
-        assert texts(first) == ["e1", "e2"]
-        assert two.fetch(timeout=0.3) == []  # one still holds e1, e2
-        one.commit()
-        assert texts(two.fetch(timeout=1)) == ["e3", "e4"]
-        assert one.fetch(timeout=0.3) == []
-        two.commit()
-        assert texts(one.fetch(timeout=1)) == ["e5", "e6"]
-
-
-def test_serial_waiter_takes_the_line_when_the_holder_stops_asking(
-    channel: durables.Channel,
-) -> None:
-    """A serial consumer that found the line taken waits for the bell, not for every new
-    event; once the holder stops asking, the waiter still gets what comes next."""
-    dur = channel.durable("line", kind="serial")
-    with (
-        dur.consumer("one", prefetch=2, auto_ack=True) as one,
-        dur.consumer("two", prefetch=2, auto_ack=True) as two,
-    ):
-        publish(channel, 2)
-        assert texts(one.fetch(timeout=1)) == ["e1", "e2"]
-        got: list[durables.Event] = []
-        waiter = threading.Thread(target=lambda: got.extend(two.fetch(timeout=6)))
-        waiter.start()  # finds the line taken: one holds e1, e2
-        assert one.fetch(timeout=0.5) == []  # acks them, holds its tap a while, stops asking
-        channel.publish("e3")
-        started = time.monotonic()
-        waiter.join(timeout=8)
-        assert texts(got) == ["e3"]
-        assert time.monotonic() - started < 4  # within about a block time, not the timeout
-        assert texts(one.fetch(timeout=0.3)) == []
-
-
-def test_a_serial_consumer_detached_while_its_tap_was_open_reads_nothing_through_it(
-    server: RedisProcess, namespace: str, connect: Connect
-) -> None:
-    """A tap outlives the read that opened it (its reader renews it with each read), so a
-    member detached for a lapsed lease (paused, say) must find its tap closed: reading
-    new events through it would hold them beside the member that took the line."""
-    # only the lapse this test makes; taps that outlive the test's steps
-    settings = {**FAST, "lease_timeout_s": 30.0, "block_s": 5.0, "socket_timeout_s": 10.0}
-    with connect(server.url, namespace=namespace, **settings) as client:
-        channel = client.channel("orders")
-        dur = channel.durable("line", kind="serial")
-        one = dur.consumer("one", prefetch=2)
-        two = dur.consumer("two", prefetch=2)
-        try:
-            channel.publish("e1")
-            (first,) = one.fetch(timeout=3)  # through its tap, open 3 s and more
-            first.ack()
-            alive = ChannelKeys(namespace, "orders").alive("line")
-            with server.client() as raw:
-                (member,) = [m for m in raw.zrange(alive, 0, -1) if m.startswith(b"one#")]
-                raw.zadd(alive, {member: 0})  # its lease lapsed, as after a long pause
-            channel.publish("e2")
-            (second,) = two.fetch(timeout=1)  # detaches one, takes the line
-            assert second.text == "e2"
-            channel.publish("e3")
-            assert one.fetch(timeout=0.5) == []  # not e3: two holds the line
-            second.ack()
-            assert texts(fetch_all(two, 1)) == ["e3"]
-        finally:
-            one.close()
-            two.close()
-
-
-def test_serial_processing_order_equals_publish_order_with_three_consumers(
-    channel: durables.Channel,
-) -> None:
-    dur = channel.durable("line", kind="serial")
-    processed: list[str] = []
-    holding: set[str] = set()
-    overlaps: list[set[str]] = []
-    lock = threading.Lock()
-    rng = random.Random(7)
-
-    def worker(name: str) -> Callable[[durables.Event], None]:
-        def listener(event: durables.Event) -> None:
-            with lock:
-                holding.add(name)
-                if len(holding) > 1:
-                    overlaps.append(set(holding))
-                processed.append(event.text)
-            time.sleep(rng.random() * 0.01)
-            with lock:
-                holding.discard(name)
-            event.ack()
-
-        return listener
-
-    subs = [dur.subscribe(worker(n), window=1, name=n) for n in ("a", "b", "c")]
-    try:
-        publish(channel, 60)
-        deadline = time.monotonic() + 20
-        while len(processed) < 60 and time.monotonic() < deadline:
-            time.sleep(0.05)
-    finally:
-        for sub in subs:
-            sub.close()
-    assert processed == [f"e{i}" for i in range(1, 61)]
-    assert overlaps == []
-
-
 CRASHER = textwrap.dedent(
     """
     import sys, durables
@@ -467,43 +184,6 @@ CRASHER = textwrap.dedent(
     sys.stdin.read()
     """
 )
-
-
-WATCHER = textwrap.dedent(
-    """
-    import sys, durables
-    client = durables.connect(sys.argv[1], namespace=sys.argv[2], lease_timeout_s=60.0)
-    dur = client.channel("orders").durable("work", kind="shared")
-    c = dur.consumer("doomed", prefetch=5, auto_ack=True)
-    print("attached", flush=True)
-    while True:
-        c.fetch(timeout=5)
-    """
-)
-
-
-def test_a_consumer_killed_while_it_watches_holds_the_others_up_no_longer_than_a_wait(
-    server_url: str, namespace: str, channel: durables.Channel
-) -> None:
-    """The first idle consumer in the ring is woken to watch the channel; killed while it
-    watches, its mark lasts until its tap expires, but the others' waits still end in a
-    fetch through the dispatcher, which deals on (its turn to it, as the round robin says)."""
-    dur = channel.durable("work", kind="shared")
-    with python_child(WATCHER, server_url, namespace) as proc:
-        assert first_line(proc) == "attached"  # first in the ring
-        with dur.consumer("survivor", prefetch=5, auto_ack=True) as survivor:
-            got, halt = _fetching({"survivor": survivor})
-            try:
-                time.sleep(0.8)  # both waiting, the doomed one watching
-                os.kill(proc.pid, signal.SIGKILL)
-                proc.wait()
-                sent = time.monotonic()
-                publish(channel, 2)  # e1 is the doomed one's turn, e2 the survivor's
-                _until_any(got, sent + 10)
-            finally:
-                halt()
-    assert [(who, text) for who, text, _ in got] == [("survivor", "e2")]
-    assert got[0][2] - sent < 0.6  # within a wait (0.3 s), not the dead watcher's tap life
 
 
 def crash_holding_a_window(

@@ -1,0 +1,227 @@
+"""Idle shared consumers: blocked in their reads, one of them watching the channel for
+the others, events dealt round the ring as the dispatcher would deal them, and what a
+consumer that stops asking or dies while it watches costs the others."""
+
+from __future__ import annotations
+
+import os
+import signal
+import textwrap
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+import pytest
+from redis import Redis
+
+import durables
+
+from .children import first_line, python_child
+from .conftest import FAST, Connect
+from .helpers import publish, texts
+
+pytestmark = [pytest.mark.on_cluster, pytest.mark.both_clients]
+
+
+def test_idle_consumers_take_events_published_one_at_a_time_in_ring_order(
+    channel: durables.Channel,
+) -> None:
+    """Consumers blocked in their fetches, each woken by every event and racing to the
+    dispatcher: events published one at a time still go round the ring exactly."""
+    dur = channel.durable("work", kind="shared")
+    got: list[tuple[str, str]] = []
+    lock, stop = threading.Lock(), threading.Event()
+
+    def loop(name: str, consumer: durables.Consumer) -> None:
+        while not stop.is_set():
+            for event in consumer.fetch(timeout=0.3):
+                with lock:
+                    got.append((name, event.text))
+
+    with (
+        dur.consumer("a", prefetch=5, auto_ack=True) as a,
+        dur.consumer("b", prefetch=5, auto_ack=True) as b,
+        dur.consumer("c", prefetch=5, auto_ack=True) as c,
+    ):
+        pairs = zip("abc", (a, b, c), strict=True)
+        threads = [threading.Thread(target=loop, args=pair) for pair in pairs]
+        for thread in threads:
+            thread.start()
+        try:
+            for i in range(1, 13):
+                channel.publish(f"e{i}")
+                deadline = time.monotonic() + 5
+                while len(got) < i and time.monotonic() < deadline:
+                    time.sleep(0.005)
+        finally:
+            stop.set()
+            for thread in threads:
+                thread.join(timeout=5)
+    assert [text for _, text in got] == [f"e{i}" for i in range(1, 13)]
+    assert [name for name, _ in got] == ["a", "b", "c"] * 4
+    channel.delete()  # taps included
+    ns = channel.ctx.namespace
+    assert channel.ctx.executor.redis.keys(f"{ns}:{{{channel.name}}}:*") == []
+
+
+def _fetching(
+    consumers: dict[str, durables.Consumer], timeout: float = 0.3
+) -> tuple[list[tuple[str, str, float]], Callable[[], None]]:
+    """Each consumer fetching in a thread of its own, blocking: what arrived (name, text,
+    when), and a function that stops them."""
+    got: list[tuple[str, str, float]] = []
+    lock, stop = threading.Lock(), threading.Event()
+
+    def loop(name: str, consumer: durables.Consumer) -> None:
+        while not stop.is_set():
+            for event in consumer.fetch(timeout=timeout):
+                with lock:
+                    got.append((name, event.text, time.monotonic()))
+
+    threads = [threading.Thread(target=loop, args=pair) for pair in consumers.items()]
+    for thread in threads:
+        thread.start()
+
+    def halt() -> None:
+        stop.set()
+        for thread in threads:
+            thread.join(timeout=5)
+
+    return got, halt
+
+
+def _until_any(got: list[tuple[str, str, float]], deadline: float) -> None:
+    """Wait until something arrived (`_fetching`) or the deadline passed."""
+    while not got and time.monotonic() < deadline:
+        time.sleep(0.005)
+
+
+@contextmanager
+def _three_waiting(
+    channel: durables.Channel, timeout: float = 0.3
+) -> Iterator[list[tuple[str, str, float]]]:
+    """Consumers a, b and c of a shared durable, each fetching in a thread of its own (each
+    fetch waiting up to `timeout`) and waiting (idle) by the time this yields what arrives
+    (`_fetching`)."""
+    dur = channel.durable("work", kind="shared")
+    with (
+        dur.consumer("a", prefetch=5, auto_ack=True) as a,
+        dur.consumer("b", prefetch=5, auto_ack=True) as b,
+        dur.consumer("c", prefetch=5, auto_ack=True) as c,
+    ):
+        got, halt = _fetching({"a": a, "b": b, "c": c}, timeout)
+        try:
+            time.sleep(0.5)  # all three waiting
+            yield got
+        finally:
+            halt()
+
+
+def test_an_event_published_to_idle_consumers_costs_one_consumers_work(
+    connect: Connect, server_url: str, namespace: str
+) -> None:
+    """Idle consumers wait in reads of their own, and one at a time reads the channel: an
+    event wakes that one, whose wait settles it, not every consumer, each running the
+    dispatcher (which cost about five scripts per event with three consumers)."""
+    # Only the events' scripts are counted: leases long enough that no heartbeat renews
+    # one meanwhile, and waits long enough that none ends (a wait that ends without a
+    # wake fetches through the dispatcher once). With the suite's 1 s leases and 0.3 s
+    # waits the count grew with a slow run's length, not with the events.
+    with connect(server_url, namespace=namespace, **{**FAST, "lease_timeout_s": 30.0}) as client:
+        channel = client.channel("orders")
+        redis = channel.ctx.executor.redis
+        if not isinstance(redis, Redis):
+            pytest.skip("the server's command counts are per node on a cluster")
+        with _three_waiting(channel, timeout=4.0) as got:
+            before = redis.info("commandstats")["cmdstat_evalsha"]["calls"]
+            for i in range(1, 25):
+                channel.publish(f"e{i}")
+                deadline = time.monotonic() + 5
+                while len(got) < i and time.monotonic() < deadline:
+                    time.sleep(0.002)
+            scripts = redis.info("commandstats")["cmdstat_evalsha"]["calls"] - before
+    assert [name for name, _, _ in got] == ["a", "b", "c"] * 8
+    # each event: its publish, the taker's settling and its joining the waiters again
+    assert scripts / 24 < 3.6
+
+
+def test_a_burst_to_idle_waiting_consumers_is_dealt_round_robin(
+    channel: durables.Channel,
+) -> None:
+    """Idle consumers wait in reads of their own, one of them reading the channel: a burst
+    it takes whole is dealt round the ring as the dispatcher would deal it."""
+    with _three_waiting(channel) as got:
+        for start in (1, 7):
+            publish(channel, 6, start=start)
+            deadline = time.monotonic() + 5
+            while len(got) < start + 5 and time.monotonic() < deadline:
+                time.sleep(0.005)
+    by = {name: [text for who, text, _ in got if who == name] for name in "abc"}
+    assert by == {
+        "a": ["e1", "e4", "e7", "e10"],
+        "b": ["e2", "e5", "e8", "e11"],
+        "c": ["e3", "e6", "e9", "e12"],
+    }
+
+
+def test_a_consumer_that_stops_asking_does_not_hold_up_the_others(
+    channel: durables.Channel,
+) -> None:
+    """The head of the ring waits once, then stops asking: its events are dealt to it all
+    the same (round robin), and the next consumer gets the next event at once."""
+    dur = channel.durable("work", kind="shared")
+    with (
+        dur.consumer("a", prefetch=5, auto_ack=True) as a,
+        dur.consumer("b", prefetch=5, auto_ack=True) as b,
+    ):
+        assert a.fetch(timeout=0.2) == []  # it waited, and stops asking
+        got, halt = _fetching({"b": b}, timeout=2)
+        try:
+            time.sleep(0.3)
+            channel.publish("e1")  # a's turn: dealt to it, though it does not ask
+            sent = time.monotonic()
+            channel.publish("e2")
+            _until_any(got, sent + 5)
+        finally:
+            halt()
+        assert [(who, text) for who, text, _ in got] == [("b", "e2")]
+        assert got[0][2] - sent < 0.5  # not after a wait ran out
+        assert texts(a.fetch(timeout=2)) == ["e1"]
+
+
+WATCHER = textwrap.dedent(
+    """
+    import sys, durables
+    client = durables.connect(sys.argv[1], namespace=sys.argv[2], lease_timeout_s=60.0)
+    dur = client.channel("orders").durable("work", kind="shared")
+    c = dur.consumer("doomed", prefetch=5, auto_ack=True)
+    print("attached", flush=True)
+    while True:
+        c.fetch(timeout=5)
+    """
+)
+
+
+def test_a_consumer_killed_while_it_watches_holds_the_others_up_no_longer_than_a_wait(
+    server_url: str, namespace: str, channel: durables.Channel
+) -> None:
+    """The first idle consumer in the ring is woken to watch the channel; killed while it
+    watches, its mark lasts until its tap expires, but the others' waits still end in a
+    fetch through the dispatcher, which deals on (its turn to it, as the round robin says)."""
+    dur = channel.durable("work", kind="shared")
+    with python_child(WATCHER, server_url, namespace) as proc:
+        assert first_line(proc) == "attached"  # first in the ring
+        with dur.consumer("survivor", prefetch=5, auto_ack=True) as survivor:
+            got, halt = _fetching({"survivor": survivor})
+            try:
+                time.sleep(0.8)  # both waiting, the doomed one watching
+                os.kill(proc.pid, signal.SIGKILL)
+                proc.wait()
+                sent = time.monotonic()
+                publish(channel, 2)  # e1 is the doomed one's turn, e2 the survivor's
+                _until_any(got, sent + 10)
+            finally:
+                halt()
+    assert [(who, text) for who, text, _ in got] == [("survivor", "e2")]
+    assert got[0][2] - sent < 0.6  # within a wait (0.3 s), not the dead watcher's tap life
