@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from .. import keys
 from ..events import Event, event_from_entry
@@ -271,10 +271,25 @@ class SharedHandout:
         return Dealt(text(newest), text(rung), events, notice, waited)
 
     def _events(self, entries: Sequence[Any], counts: dict[str, int]) -> list[Event]:
-        channel, events, handed = self.k.channel, [], self.handed
+        channel, handed = self.k.channel, self.handed
         acked, acked_before = self._acked, self._acked_before  # acknowledged lately
-        for entry in entries:
-            event = event_from_entry(channel, entry, counts)
+        built = [event_from_entry(channel, entry, counts) for entry in entries]
+        ids = [event.id for event in built if event is not None]
+        # The usual batch, checked by whole-set operations: nothing trimmed, lately
+        # acknowledged or handed out already, no id twice (the size grows by all of them).
+        if (
+            len(ids) == len(built)
+            and handed.isdisjoint(ids)
+            and acked.isdisjoint(ids)
+            and acked_before.isdisjoint(ids)
+        ):
+            before = len(handed)
+            handed.update(ids)
+            if len(handed) - before == len(ids):
+                return cast(list[Event], built)
+            handed.difference_update(ids)  # none was there before: as it was
+        events: list[Event] = []
+        for entry, event in zip(entries, built, strict=True):
             if event is None:  # trimmed while pending: nothing to deliver
                 self.to_ack.append(entry[0].decode())
             elif event.id in acked or event.id in acked_before:  # the ack was lost
