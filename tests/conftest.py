@@ -175,4 +175,10 @@ def spark() -> Iterator[SparkSession]:
     session.stop()
 
 
+@pytest.fixture
+def prices(client: durables.Client) -> durables.Channel:
+    """The keyed channel of the session tests."""
+    return client.channel("prices", keyed=True)
+
+
 __all__ = ["cluster_server", "deployment", "pytest_generate_tests"]  # fixtures and hook above
