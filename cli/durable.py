@@ -125,9 +125,7 @@ def tail(
         tailing = _Tail(consumer, ack=not no_ack, as_json=as_json)
         try:
             tailing.run(count, stop)
-        except KeyboardInterrupt:
-            pass  # a second Ctrl-C: acknowledge what was printed all the same, then detach
-        finally:
+        finally:  # a second Ctrl-C too: acknowledge what was printed, then detach
             tailing.finish()
 
 

@@ -33,13 +33,10 @@ def housekeep(state: State, every: float | None, as_json: bool) -> None:
         _report(client.housekeep(), as_json, lines=False)
         return
     with stop_requested() as stop:
-        try:
-            while True:
-                _report(client.housekeep(), as_json, lines=True)
-                if stop.sleep(every):
-                    return
-        except KeyboardInterrupt:
-            pass  # a second Ctrl-C
+        while True:
+            _report(client.housekeep(), as_json, lines=True)
+            if stop.sleep(every):
+                return
 
 
 def _report(report: durables.HousekeepReport, as_json: bool, *, lines: bool) -> None:

@@ -56,7 +56,9 @@ class StopRequest:
 
 @contextmanager
 def stop_requested() -> Iterator[StopRequest]:
-    """A `StopRequest` that the first Ctrl-C or SIGTERM while the block runs sets.
+    """A `StopRequest` that the first Ctrl-C or SIGTERM while the block runs sets; a
+    second Ctrl-C ends the block at once (its KeyboardInterrupt goes no further: the
+    block's own `finally` clauses run, and the command ends as stopped).
 
     Outside the main thread (a command run in-process by a test's thread) no handler
     can be installed: the block runs until it ends by itself."""
@@ -67,6 +69,8 @@ def stop_requested() -> Iterator[StopRequest]:
     previous = {signum: signal.signal(signum, stop.on_signal) for signum in STOP_SIGNALS}
     try:
         yield stop
+    except KeyboardInterrupt:
+        pass
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)

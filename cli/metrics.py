@@ -55,8 +55,6 @@ def serve(client: durables.Client, host: str, port: int) -> None:
         with stop_requested() as stop:
             while not stop.sleep(60):
                 pass
-    except KeyboardInterrupt:
-        pass  # a second Ctrl-C
     finally:
         server.shutdown()
         server.server_close()

@@ -76,25 +76,21 @@ def watch(state: State, interval: float, once: bool, as_json: bool) -> None:
     if once or as_json:
         _print_frames(client, once, interval, as_json)
         return
-    with stop_requested() as stop:
-        try:
-            with Live(render(client, snapshot(client)), console=output.console()) as live:
-                while not stop.sleep(interval):
-                    live.update(render(client, snapshot(client)))
-        except KeyboardInterrupt:
-            pass  # a second Ctrl-C
+    with (
+        stop_requested() as stop,
+        Live(render(client, snapshot(client)), console=output.console()) as live,
+    ):
+        while not stop.sleep(interval):
+            live.update(render(client, snapshot(client)))
 
 
 def _print_frames(client: durables.Client, once: bool, interval: float, as_json: bool) -> None:
     with stop_requested() as stop:
-        try:
-            while True:
-                frames = snapshot(client)
-                if as_json:
-                    output.print_json(frames, lines=not once)
-                else:
-                    output.show(render(client, frames))
-                if once or stop.sleep(interval):
-                    return
-        except KeyboardInterrupt:
-            pass  # a second Ctrl-C
+        while True:
+            frames = snapshot(client)
+            if as_json:
+                output.print_json(frames, lines=not once)
+            else:
+                output.show(render(client, frames))
+            if once or stop.sleep(interval):
+                return
