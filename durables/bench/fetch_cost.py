@@ -39,8 +39,10 @@ class FetchCost(Scenario):
     def run(self, env: Env) -> list[Row]:
         measured = env.size(MEASURED, 500)
         costs: dict[str, list[float]] = {name: [] for name, _, _ in self.cases}
-        for _ in range(env.rounds):
-            for name, retained, idle in self.cases:
+        for round_ in range(env.rounds):
+            # each round starts with another case, so no case always runs first
+            shift = round_ % len(self.cases)
+            for name, retained, idle in self.cases[shift:] + self.cases[:shift]:
                 env.reset()
                 costs[name].append(self.fetch_us(env, measured, env.size(retained, 2_000), idle))
         base = median(costs[self.cases[0][0]])
