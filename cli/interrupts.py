@@ -4,7 +4,7 @@ Python's own Ctrl-C raises KeyboardInterrupt wherever the main thread happens to
 halfway through a command being packed or sent, or a reply being read. A `durables
 tail` died of SIGSEGV that way, inside hiredis's C packer. Commands that run until
 stopped ask instead, between steps, whether a stop was requested, and are woken only
-where they sleep; a second Ctrl-C raises at once, for whoever cannot wait.
+where they sleep; a second Ctrl-C ends them at once, for whoever cannot wait.
 """
 
 from __future__ import annotations
