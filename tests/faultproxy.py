@@ -38,6 +38,10 @@ class _Pair:
         self.client, self.upstream = client, upstream
         self.black = proxy.black_holed
         self.closed = threading.Event()
+        # set before either pump starts: one that ends at once closes both sockets, and the
+        # other's settimeout then failed with EBADF in its thread
+        client.settimeout(POLL_S)
+        upstream.settimeout(POLL_S)
         self.threads = [
             threading.Thread(target=self._pump, args=(client, upstream), daemon=True),
             threading.Thread(target=self._pump, args=(upstream, client), daemon=True),
@@ -46,7 +50,6 @@ class _Pair:
             thread.start()
 
     def _pump(self, source: socket.socket, sink: socket.socket) -> None:
-        source.settimeout(POLL_S)
         while not self.closed.is_set():
             try:
                 data = source.recv(CHUNK)
@@ -129,7 +132,6 @@ class FaultProxy:
             except OSError:
                 _reset(client)
                 continue
-            upstream.settimeout(None)
             with self._lock:
                 self.accepted += 1
                 self._pairs = [p for p in self._pairs if not p.closed.is_set()]
