@@ -54,6 +54,7 @@ class _Child:
     """One server process in `workdir`, logging to `workdir/server.log`."""
 
     name = "server"
+    start_timeout_s = START_TIMEOUT_S
 
     def __init__(self, workdir: Path) -> None:
         self.workdir = workdir
@@ -83,7 +84,7 @@ class _Child:
                 cwd=self.workdir,
                 env=server_env(),
             )
-        deadline = time.monotonic() + START_TIMEOUT_S
+        deadline = time.monotonic() + self.start_timeout_s
         while not self.ready():
             if self._process.poll() is not None or time.monotonic() > deadline:
                 self.stop()
