@@ -49,11 +49,20 @@ def test_a_script_call_is_evalsha_with_its_keys_then_its_args() -> None:
     op = channels.publish(K, Batch.of((b"data", b"", b"", b"", b"m-1")), dedupe_window_ms=5000)
     sha = scripts.sha("publish")
     assert op.wire(sha) == (
-        "EVALSHA", sha, 9, K.stream, K.meta, K.last_values, K.last_ids, K.session_trips,
-        K.session_limits, K.overflowed, K.message_ids, K.message_times,
+        "EVALSHA", sha, 9, K.stream, K.meta, K.session_trips, K.session_limits, K.overflowed,
+        K.last_values, K.last_ids, K.message_ids, K.message_times,
         5000, b"x", b"data", b"", b"", b"", b"m-1",
     )  # fmt: skip
     assert wire_bytes(op).startswith(b"*19\r\n$7\r\nEVALSHA\r\n$40\r\n" + sha.encode())
+
+
+def test_a_publish_of_plain_events_names_only_the_keys_it_may_touch() -> None:
+    op = channels.publish(K, Batch.of((b"a", b"", b"", b"", b""), (b"b", b"", b"{}", b"", b"")))
+    assert op.wire("sha")[:8] == (
+        "EVALSHA", "sha", 5, K.stream, K.meta, K.session_trips, K.session_limits, K.overflowed,
+    )  # fmt: skip
+    keyed = channels.publish(K, Batch.of((b"a", b"", b"", b"", b""), (b"b", b"k1", b"", b"", b"")))
+    assert keyed.wire("sha")[2] == 9
 
 
 def test_a_batch_sends_each_event_with_only_the_values_its_shape_names() -> None:
