@@ -49,8 +49,13 @@ local call, byte = redis.call, string.byte
 local stream, keyed = KEYS[1], meta[4] == '1'
 local window, now = tonumber(ARGV[1]), nil
 
--- Any event but the plainest: a key, an op or a message id.
-local function publish_one(data, key, props, op, mid)
+-- Any event but the plainest: a key, an op or a message id. Made only for a call that has
+-- one: making the closure costs the server about 3,000 instructions, 4 % of a single
+-- publish. (Its body is not indented under the `if`: the `--@include` in it must start its
+-- line.)
+local publish_one
+if string.find(shape, '[kx]') then
+publish_one = function(data, key, props, op, mid)
   local id
   if mid ~= '' then
     if now == nil then
@@ -97,6 +102,7 @@ local function publish_one(data, key, props, op, mid)
     end
   end
   return id
+end
 end
 
 local DATA, PROPS, KEYED = byte('d'), byte('p'), byte('k')
