@@ -310,9 +310,8 @@ def test_an_idle_shared_consumer_waits_in_one_pipeline_once_the_dispatcher_allow
     h.on_fetch([dealt_reply(tap=2), []])  # idle, nothing came: its door is open
     assert h.wait_open
     h.commit(h.on_fetch([dealt_reply(tap=2), [entry("1-0", d="a")]]).events)
-    ack, hdel, join, door, watch, settle, pending = h.fetch(0.5)
-    assert (ack.args, hdel.args) == (("XACK", K.stream, "d", "1-0"),
-                                      ("HDEL", K.redeliveries("d"), "1-0"))  # fmt: skip
+    ack, join, door, watch, settle, pending = h.fetch(0.5)
+    assert ack.args == ("XACK", K.stream, "d", "1-0")  # dealt with no count: none to drop
     assert join.script == "join_shared" and settle.script == "settle_shared"
     # each read blocks half the time; only a consumer woken to watch reads the channel
     assert door.args == ("XREADGROUP", "GROUP", "d", "w#1", "COUNT", 1, "BLOCK", 250,
@@ -342,15 +341,33 @@ def test_serial_fetch_reads_new_events_through_its_tap_and_keeps_it_while_it_ask
     assert [e.id for e in got.events] == ["1-0"] and got.waited and h.tap_open
     h.commit(got.events)
     # the tap is open and nothing is held: the acks, the tap renewed and read, no script
-    xack, hdel, renew, read = h.fetch(0.5)
+    xack, renew, read = h.fetch(0.5)
     assert xack.args == ("XACK", K.stream, "d", "1-0")
-    assert hdel.args == ("HDEL", K.redeliveries("d"), "1-0")
     assert renew.args == ("PEXPIRE", tap, 1500) and read.args == tapped.args
     closed = h.on_fetch(
         [1, 1, False, read.parse(ResponseError("UNBLOCKED the stream key no longer exists"))]
     )
     assert closed.events == [] and closed.waited and not h.tap_open
-    assert h.fetch(0.5)[0].script == "fetch_shared"  # closed: the dispatcher decides again
+
+
+def test_a_plain_ack_drops_the_redelivery_counts_of_the_events_dealt_with_one() -> None:
+    h = SharedHandout(K, "d", "serial", "w#1", window=3, lease_ms=1000)
+    h.fetch(0.5)
+    pending = [entry("1-0", d="a"), entry("2-0", d="b")]
+    got = h.on_fetch([dealt_reply([b"1-0", b"1"], tap=1), pending, []])
+    assert [(e.id, e.redelivery_count) for e in got.events] == [("1-0", 1), ("2-0", 0)]
+    h.commit(got.events)
+    xack, hdel, _renew, _read = h.fetch(0.5)
+    assert xack.args == ("XACK", K.stream, "d", "1-0", "2-0")
+    assert hdel.args == ("HDEL", K.redeliveries("d"), "1-0")
+    h.fetch_failed()  # not sent: through the dispatcher, which drops the counts itself
+    deal = h.fetch(0.5)[0]
+    assert deal.script == "fetch_shared" and deal.args[-2:] == ("1-0", "2-0")
+    h.on_fetch([dealt_reply(tap=1), [], []])  # acknowledged, the count dropped
+    _renew, read = h.fetch(0.5)
+    came = read.parse([[K.stream.encode(), [entry("3-0", d="c")]]])
+    h.commit(h.on_fetch([True, came]).events)
+    assert [op.args[0] for op in h.fetch(0.5)] == ["XACK", "PEXPIRE", "XREADGROUP"]
 
 
 def test_shared_acks_an_entry_trimmed_while_pending() -> None:

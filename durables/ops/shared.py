@@ -90,6 +90,9 @@ class SharedHandout:
         (an acknowledgement lost in a failover, redis/redis#5433)."""
         self.store_version = 0
         self._in_flight: list[str] = []
+        self._counted: set[str] = set()
+        """Events dealt with a redelivery count, until acknowledged: only their counts need
+        dropping with a plain acknowledgement (`_acks`)."""
         self._took = 0  # events the last read through a tap took
         self._busy = False  # the last fetch brought several events: a shared tap may pay
         self._block_ms = 0
@@ -221,13 +224,20 @@ class SharedHandout:
         return self._leave()
 
     def _acks(self, acks: Sequence[str]) -> list[Op[Any]]:
-        """Plain acknowledgements (and their redelivery counts dropped), for a fetch
-        without the dispatcher's script first."""
+        """Plain acknowledgements, for a fetch without the dispatcher's script first, and
+        the redelivery counts of those that were dealt with one. An event dealt without a
+        count gets one only if it is dealt again (this consumer's lease lapsed, or its
+        acknowledgement was lost), and its next holder drops it; a count left behind goes
+        when the event is trimmed. An `HDEL` of every id cost the server about 3 % of a
+        serial consumer's work per event."""
         if not acks:
             return []
         k, d = self.k, self.durable
-        return [command("XACK", k.stream, d, *acks, context=self.context),
-                command("HDEL", k.redeliveries(d), *acks, context=self.context)]  # fmt: skip
+        ops: list[Op[Any]] = [command("XACK", k.stream, d, *acks, context=self.context)]
+        counted = self._counted.intersection(acks) if self._counted else ()
+        if counted:
+            ops.append(command("HDEL", k.redeliveries(d), *counted, context=self.context))
+        return ops
 
     def fetch_failed(self) -> None:
         """Not sent (or the reply lost): the acks go with the next fetch, through the
@@ -237,6 +247,8 @@ class SharedHandout:
         self.tap_open, self.wait_open = False, 0
 
     def on_fetch(self, replies: Sequence[Any]) -> Dealt:
+        if self._counted:  # acknowledged now, their counts dropped (here or by the script)
+            self._counted.difference_update(self._in_flight)
         self._in_flight = []
         if self._stage == "wait":
             *_reads, then, pending = replies
@@ -266,6 +278,8 @@ class SharedHandout:
                 f"events by its own filter ({self.selector.expression})"
             )
         counts = {flat[i].decode(): int(flat[i + 1]) for i in range(0, len(flat), 2)}
+        if counts:
+            self._counted.update(counts)
         events = self._events([*pending, *new], counts)
         self._busy = len(pending) + len(new) >= 2
         return Dealt(text(newest), text(rung), events, notice, waited)
@@ -337,6 +351,7 @@ class SharedHandout:
             return None
         ids = [e.id for e in events]
         self.handed.difference_update(ids)
+        self._counted.difference_update(ids)  # counted again when dealt again
         self.tap_open, self.wait_open = False, 0  # the script closes every tap: these first
         k, d = self.k, self.durable
         return script("rollback_shared", [k.stream, k.redo(d), k.delayed(d), k.redeliveries(d),
