@@ -20,7 +20,7 @@ import durables
 from durables.keys import ChannelKeys
 
 from .checker import Checker
-from .conftest import FAST
+from .conftest import FAST, Connect
 from .helpers import fetch_all, publish, wait_for
 from .servers import RedisProcess
 
@@ -120,3 +120,27 @@ def test_acknowledged_events_pending_again_come_back_flagged_never_lost(
     with durables.connect(server.url, namespace=namespace, **FAST) as admin:
         dur = admin.channel("orders").durable("audit", kind=kind)
         assert dur.depth() == 0 and dur.transaction_depth() == 0
+
+
+def test_housekeeping_drops_the_redelivery_counts_of_events_gone_from_the_channel(
+    server: RedisProcess, namespace: str, connect: Connect
+) -> None:
+    # A consumer whose lease lapsed acknowledges late an event dealt again since: its plain
+    # acknowledgement does not know of the count, which stays (put in place here).
+    keys = ChannelKeys(namespace, "orders")
+    with connect(server.url, namespace=namespace, **FAST) as client:
+        channel = client.channel("orders")
+        dur = channel.durable("audit", kind="shared")
+        ids = publish(channel, 3)
+        with dur.consumer("c1", prefetch=3) as c:
+            got = fetch_all(c, 3)
+            got[2].rollback()  # e3 comes back with a count of its own, and stays pending
+            got[0].ack()
+            got[1].ack()
+            c.commit()
+            with server.client() as raw:
+                raw.hset(keys.redeliveries("audit"), ids[0], 1)  # the late ack's leftover
+                client.housekeep()
+                counts = raw.hgetall(keys.redeliveries("audit"))
+                assert raw.xlen(keys.stream) == 1  # e1 and e2 went, acknowledged
+    assert counts == {ids[2].encode(): b"1"}

@@ -99,6 +99,32 @@ local length = redis.call('XLEN', stream)
 redis.call('XTRIM', stream, 'MINID', cut)
 local removed = length - redis.call('XLEN', stream)
 
+-- A redelivery count goes with its event's acknowledgement, but a plain acknowledgement
+-- names only the ids its consumer was dealt with a count. A consumer whose lease lapsed
+-- does not know of the count its events got when they were dealt again; if its late
+-- acknowledgement is the one that counts, the count stays. Counts of events gone from
+-- the stream go here; a hash of more than COUNTS_SCAN counts (that many events dealt
+-- again and still pending) is left to the acknowledgements.
+local COUNTS_SCAN = 10000
+local function drop_counts_below(counts, cut)
+  if redis.call('HLEN', counts) > COUNTS_SCAN then
+    return
+  end
+  local gone = {}
+  for _, id in ipairs(redis.call('HKEYS', counts)) do
+    if id_before(id, cut) then
+      gone[#gone + 1] = id
+      if #gone == 1000 then
+        redis.call('HDEL', counts, unpack(gone))
+        gone = {}
+      end
+    end
+  end
+  if #gone > 0 then
+    redis.call('HDEL', counts, unpack(gone))
+  end
+end
+
 local own = {}
 for i = 3, #ARGV do
   own[ARGV[i]] = {KEYS[4 + (i - 3) * 2], KEYS[5 + (i - 3) * 2]}
@@ -120,6 +146,9 @@ for _, g in ipairs(groups) do
       end
     end
   until #pending < 1000
+  if own[name] then
+    drop_counts_below(own[name][1], cut)
+  end
   local position = id_below(cut)
   if id_before(g['last-delivered-id'], position) then
     if stream_info == nil then
