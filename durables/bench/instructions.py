@@ -20,9 +20,9 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Generator
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
 
 import redis
 
@@ -45,7 +45,8 @@ class Count:
 
 
 class CallgrindValkey(ValkeyServer):
-    """The benchmark's valkey, run under callgrind; `count()` brackets a measured step."""
+    """The benchmark's valkey, run under callgrind; `zero()` and `dump()` bracket a
+    measured step."""
 
     name = "valkey-callgrind"
     start_timeout_s = 60.0
@@ -85,8 +86,8 @@ def run(events: int, only: list[str] | None = None) -> list[Count]:
     with tempfile.TemporaryDirectory() as work:
         server = CallgrindValkey(Path(work))
         server.start()
+        bench = budget.Bench(server.url, redis.Redis.from_url(server.url, socket_timeout=120))
         try:
-            bench = budget.Bench(server.url, redis.Redis.from_url(server.url, socket_timeout=120))
             for name, (ours, theirs) in budget.PATHS.items():
                 if only and name not in only:
                     continue
@@ -94,13 +95,13 @@ def run(events: int, only: list[str] | None = None) -> list[Count]:
                 for variant, make in (("durables", ours), ("raw", theirs)):
                     bench.reset()
                     counts.append(Count(name, variant, n, _count(server, make(bench, n))))
-            bench.raw.close()
         finally:
+            bench.raw.close()
             server.stop()
     return counts
 
 
-def _count(server: CallgrindValkey, steps: Any) -> int:
+def _count(server: CallgrindValkey, steps: Generator[budget.Step, None, None]) -> int:
     step = next(steps)  # set up, warmed
     server.zero()
     try:
