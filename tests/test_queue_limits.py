@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from typing import Any
 
 import pytest
 
@@ -160,3 +161,21 @@ def test_queue_limits_are_checked(client: durables.Client) -> None:
                 {"recovery_buffer": 1.5}):  # fmt: skip
         with pytest.raises(durables.ConfigError):
             client.session("bad", timeout=60, **bad)
+
+
+def test_dropping_the_oldest_keeps_the_session_groups_lag_known(client: durables.Client) -> None:
+    """A session that never read has a group without a read counter (made at '$' before
+    the channel had a stream); dropping its oldest events moves the group, and must set
+    the counter too: with the lag unknown, every later look at its queue (each publish
+    while it sits at its limit, each metrics scrape) read every unread event again."""
+    ch = client.channel("orders")
+    s = client.session("unread", timeout=60, max_depth=3, overflow="drop_oldest")
+    s.register_interest("orders")
+    s.close(keepalive=True)
+    for i in range(1, 7):
+        ch.publish(f"e{i}")
+    stream, group = client.keys("orders").stream, durables.keys.session_group("unread")
+    (info,) = [g for g in client.redis.xinfo_groups(stream) if g["name"].decode() == group]
+    assert (info["lag"], info["pending"]) == (3, 0)
+    unread: Any = client.redis.xrange(stream, "(" + info["last-delivered-id"].decode(), "+")
+    assert [fields[b"d"] for _, fields in unread] == [b"e4", b"e5", b"e6"]

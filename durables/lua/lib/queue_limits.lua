@@ -18,42 +18,86 @@ local function split_spec(raw)
   return tonumber(parts[1]), tonumber(parts[2]), parts[3], tonumber(parts[4]), parts[5] == '1'
 end
 
--- Every group of the stream: name -> its XINFO GROUPS fields (one call, whatever the
--- number of sessions looked at).
+-- Every group of the stream: name -> its XINFO GROUPS reply, fields and values in turn
+-- (one call, whatever the number of sessions looked at). Only the groups looked at are
+-- made into tables (group_info): a channel may have thousands.
 local function all_groups(stream)
   local found = {}
   for _, g in ipairs(redis.call('XINFO', 'GROUPS', stream)) do
-    local info = {}
     for i = 1, #g, 2 do
-      info[g[i]] = g[i + 1]
+      if g[i] == 'name' then  -- the first field
+        found[g[i + 1]] = g
+        break
+      end
     end
-    found[info['name']] = info
   end
   return found
 end
 
--- (queue depth, pending, idle ms of its consumer or nil) of a session's group, or nil.
+-- One group's XINFO GROUPS fields: field -> value.
+local function group_info(flat)
+  local info = {}
+  for i = 1, #flat, 2 do
+    info[flat[i]] = flat[i + 1]
+  end
+  return info
+end
+
+-- A group's read counter (`entries-read`), as XINFO GROUPS gave it, or worked out from the
+-- stream's count of entries added and the group's `lag`: a group made at '$' has none
+-- until it reads. Nil if it cannot be known.
+local function read_counter(stream, info, lag)
+  local read = info['entries-read']
+  if type(read) == 'number' then
+    return read
+  end
+  local flat = redis.call('XINFO', 'STREAM', stream)
+  for i = 1, #flat, 2 do
+    if flat[i] == 'entries-added' and type(flat[i + 1]) == 'number' and flat[i + 1] >= lag then
+      return flat[i + 1] - lag
+    end
+  end
+  return nil
+end
+
+-- (queue depth, pending, its XINFO GROUPS fields with a known 'lag') of a session's group,
+-- or nil.
 local function session_queue(stream, group, groups)
-  local info = (groups or all_groups(stream))[group]
-  if info == nil then
+  local flat = (groups or all_groups(stream))[group]
+  if flat == nil then
     return nil, 0, nil
   end
+  local info = group_info(flat)
   local pending, lag = info['pending'], info['lag']
-  if type(lag) ~= 'number' then  -- unknown after a SETID: count what is unread
+  if type(lag) ~= 'number' then
+    -- Unknown (the group was moved without its read counter): count what is unread, and
+    -- set the counter, so the next look need not read every unread event again.
     lag = #redis.call('XRANGE', stream, '(' .. info['last-delivered-id'], '+')
+    local read = type(info['entries-read']) ~= 'number' and read_counter(stream, info, lag)
+    if read then
+      redis.call('XGROUP', 'SETID', stream, group, info['last-delivered-id'], 'ENTRIESREAD', read)
+      info['entries-read'] = read
+    end
+    info['lag'] = lag
   end
-  local idle = nil
+  return lag + pending, pending, info
+end
+
+-- Whether a session is live: its consumer was active within its lease.
+local function session_live(stream, group, lease_ms)
   for _, c in ipairs(redis.call('XINFO', 'CONSUMERS', stream, group)) do
     for i = 1, #c, 2 do
       if c[i] == 'idle' then
-        idle = c[i + 1]
+        return c[i + 1] < lease_ms
       end
     end
   end
-  return lag + pending, pending, idle
+  return false
 end
 
 -- Drop a session's `excess` oldest queued events: pending ones first, then unread ones.
+-- `info`: as session_queue returned it. The group's read counter moves with it, so its lag
+-- stays known.
 local function drop_oldest(stream, group, excess, info)
   local dropped = 0
   local pending = redis.call('XPENDING', stream, group, '-', '+', excess)
@@ -68,8 +112,8 @@ local function drop_oldest(stream, group, excess, info)
     local skip = redis.call('XRANGE', stream, '(' .. info['last-delivered-id'], '+',
       'COUNT', excess - dropped)
     if #skip > 0 then
-      local read = info['entries-read']
-      if type(read) == 'number' then  -- keeps the group's lag exact
+      local read = read_counter(stream, info, info['lag'])
+      if read then  -- keeps the group's lag exact
         redis.call('XGROUP', 'SETID', stream, group, skip[#skip][1], 'ENTRIESREAD', read + #skip)
       else
         redis.call('XGROUP', 'SETID', stream, group, skip[#skip][1])
@@ -91,17 +135,17 @@ local function check_queue(q, sid, published, live, groups)
   end
   local max, dmax, overflow, lease_ms, expanded = split_spec(raw)
   local group = '~session:' .. sid
-  local depth, pending, idle = session_queue(q.stream, group, groups)
+  local depth, pending, info = session_queue(q.stream, group, groups)
   if depth == nil then
     redis.call('ZREM', q.trips, sid)
     return -1, 0, 0
   end
-  if live == nil then
-    live = idle ~= nil and idle < lease_ms
-  end
   local limit = max
   local was = expanded
-  if dmax and dmax > max then
+  if dmax and dmax > max then  -- the limit depends on whether it is live
+    if live == nil then
+      live = session_live(q.stream, group, lease_ms)
+    end
     if not live then
       limit, expanded = dmax, true
     elseif expanded then
@@ -118,8 +162,7 @@ local function check_queue(q, sid, published, live, groups)
   end
   if depth > limit then
     if overflow == 'drop_oldest' then
-      local dropped = drop_oldest(q.stream, group, depth - limit,
-        (groups or all_groups(q.stream))[group])
+      local dropped = drop_oldest(q.stream, group, depth - limit, info)
       redis.call('HINCRBY', q.overflowed, 'dropped:' .. sid, dropped)
       depth = depth - dropped
       pending = math.max(0, pending - dropped)
