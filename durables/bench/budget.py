@@ -37,6 +37,7 @@ import durables
 from .consume import RawConsumer, consumers, durables_step
 from .env import RAW_STREAM
 from .servers import ValkeyServer
+from .sessions import NEAR, SESSIONS
 
 NAMESPACE = "budget"
 BATCH = 100
@@ -163,6 +164,40 @@ def publish_batch_raw(bench: Bench, n: int) -> Generator[Step, None, None]:
         for _ in range(n // 1000):
             pipe = bench.raw.pipeline(transaction=False)
             for i in range(1000):
+                pipe.xadd("orders", {"d": b"x" * 100, "p": json.dumps({"n": i, "region": "eu"})})
+            pipe.execute()
+
+    yield step
+
+
+def publish_at_limit(bench: Bench, n: int) -> Generator[Step, None, None]:
+    """Batches of 100 on a channel with `SESSIONS` away sessions, `NEAR` of them at their
+    queue limit (overflow 'drop_oldest'): every call looks at those and drops their oldest."""
+    with _client(bench) as client:
+        ch = client.channel("orders")
+        for i in range(SESSIONS):
+            s = client.session(f"s{i}", timeout=3600, max_depth=50 if i < NEAR else 1_000_000,
+                               overflow="drop_oldest")  # fmt: skip
+            s.register_interest("orders")
+            s.close(keepalive=True)
+        batch = _messages(100)
+        ch.publish_many(batch[:1] * 60)  # the near ones reach their limit
+
+        def step() -> None:
+            for _ in range(n // 100):
+                ch.publish_many(batch)
+
+        yield step
+
+
+def publish_at_limit_raw(bench: Bench, n: int) -> Generator[Step, None, None]:
+    for i in range(SESSIONS):
+        bench.raw.xgroup_create("orders", f"~session:s{i}", "$", mkstream=True)
+
+    def step() -> None:
+        for _ in range(n // 100):
+            pipe = bench.raw.pipeline(transaction=False)
+            for i in range(100):
                 pipe.xadd("orders", {"d": b"x" * 100, "p": json.dumps({"n": i, "region": "eu"})})
             pipe.execute()
 
@@ -324,6 +359,7 @@ def session_replay(bench: Bench, n: int) -> Generator[Step, None, None]:
 PATHS: dict[str, tuple[PathMaker, PathMaker]] = {
     "publish_single": (publish_single, publish_single_raw),
     "publish_batch_1000": (publish_batch, publish_batch_raw),
+    "publish_at_limit": (publish_at_limit, publish_at_limit_raw),
     "consume_exclusive": (_consume("exclusive"), consume_raw),
     "consume_shared": (_consume("shared"), consume_raw),
     "consume_serial": (_consume("serial"), consume_raw),
