@@ -58,9 +58,11 @@ if watched and not settled then
   settle(d, order, room, filters, live_taps(d))
 end
 redis.call('HDEL', d.waits, me)
-local read, lag = delivered(d)
--- More came than the watchers took: the dispatcher deals them (in batches, round robin).
-local behind = watched and lag > 0
+local read = read_mark(d)
+-- More came than the watchers took (the channel has an event newer than any held): the
+-- dispatcher deals them (in batches, round robin). So it does, finding nothing to deal,
+-- when the newest event read was acknowledged already.
+local behind = watched and id_before(read, newest_id(d.stream))
 local open = not behind and redis.call('PEXPIRE', door, ttl_ms) == 1
   and redis.call('LLEN', d.redo) == 0
 -- Woken to watch, it took nothing itself (what it took went to the head of the ring, or
@@ -75,7 +77,7 @@ if again then
 else
   set_tap(d, tap, me, false, 0)  -- only watchers read the channel
 end
-watch(d, tap, door, me, ttl_ms, read)  -- nothing read the channel since delivered(d)
+watch(d, tap, door, me, ttl_ms, read)  -- nothing was dealt since read_mark(d)
 -- Its door read ended without a wake (or it was never woken): it fetches through the
 -- dispatcher once, which deals whatever waits, so a watcher that died watching (its mark
 -- lasts until its tap expires) holds nothing up longer than a wait.

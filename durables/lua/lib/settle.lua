@@ -16,8 +16,8 @@
 -- script right behind the read settles what it took and wakes the next watcher. Without
 -- an open tap the read of the channel fails at once: only watchers take.
 --
--- d.waits (hash) marks the waiting members: DOORBELL, or for a watcher the newest stream
--- id when it was woken: what it holds past that id, it took itself. Settling turns the
+-- d.waits (hash) marks the waiting members: DOORBELL, or for a watcher the newest id any
+-- member held when it was woken (read_mark): what it holds past that id, it took itself. Settling turns the
 -- ring past each taker in id order, exactly as dealing would have; an event whose taker
 -- was not the member dealing would choose goes to that member instead (its taps and door
 -- close, which wakes it), so the round robin holds exactly. Anything that gives a member
@@ -93,27 +93,21 @@ local function settle(d, order, room, filters, taps)
   return true
 end
 
--- The id of the durable's newest read event, and how many of the channel's events it has
--- not read yet (XINFO GROUPS). A watcher's mark is that id, not the channel's newest: an
--- event published while nobody watched is taken by the next watcher, and must count as
--- taken.
-local function delivered(d)
-  for _, group in ipairs(redis.call('XINFO', 'GROUPS', d.stream)) do
-    local fields = {}
-    for i = 1, #group, 2 do
-      fields[group[i]] = group[i + 1]
-    end
-    if fields['name'] == d.group then
-      return fields['last-delivered-id'], tonumber(fields['lag']) or 1  -- unknown: some
-    end
-  end
-  return '0-0', 0
+-- A watcher's mark: the newest event any member of the durable holds ('0-0' for none),
+-- from XPENDING's summary. Everything a member holds when it is woken is at or below it,
+-- and everything it takes as a watcher is above it (new events, past the durable's read
+-- position, which no held event passes), so an event published while nobody watched,
+-- taken by the next watcher, counts as taken. XINFO GROUPS would give the read position
+-- itself, but it answers for every group of the channel, about 11,000 instructions each,
+-- and a channel has a group for each durable and each session interested in it.
+local function read_mark(d)
+  return redis.call('XPENDING', d.stream, d.group)[3] or '0-0'
 end
 
 -- Wake waiting members to watch, the first in the ring's order, until WATCHERS watch:
 -- open their tap and ring their door. `tap`, `door`, `me`: the caller's tap, door and id
--- (the others' keys are found from them); `read`: the durable's newest read id if the
--- caller has it from delivered(d) already (XINFO GROUPS costs about 10 µs), else nil.
+-- (the others' keys are found from them); `read`: their mark if the caller has it from
+-- read_mark(d) already, else nil.
 local function watch(d, tap, door, me, ttl_ms, read)
   local marks = redis.call('HGETALL', d.waits)
   local waiting, watching = {}, 0
@@ -129,7 +123,7 @@ local function watch(d, tap, door, me, ttl_ms, read)
   if watching >= WATCHERS or next(waiting) == nil then
     return
   end
-  local since = read or delivered(d)
+  local since = read or read_mark(d)
   for _, consumer in ipairs(redis.call('LRANGE', d.ring, 0, -1)) do
     if waiting[consumer] then
       -- its door rung (its read returns once this script ends), unless it is closed
