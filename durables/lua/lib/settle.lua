@@ -17,12 +17,12 @@
 -- an open tap the read of the channel fails at once: only watchers take.
 --
 -- d.waits (hash) marks the waiting members: DOORBELL, or for a watcher the newest id any
--- member held when it was woken (read_mark): what it holds past that id, it took itself. Settling turns the
--- ring past each taker in id order, exactly as dealing would have; an event whose taker
--- was not the member dealing would choose goes to that member instead (its taps and door
--- close, which wakes it), so the round robin holds exactly. Anything that gives a member
--- events any other way closes its taps, and its mark with them (members.lua,
--- close_taps); anything that changes the dealing closes every tap and door.
+-- member held when it was woken (read_mark): what it holds past that id, it took itself.
+-- Settling turns the ring past each taker in id order, exactly as dealing would have; an
+-- event whose taker was not the member dealing would choose goes to that member instead
+-- (its taps and door close, which wakes it), so the round robin holds exactly. Anything
+-- that gives a member events any other way closes its taps, and its mark with them
+-- (members.lua, close_taps); anything that changes the dealing closes every tap and door.
 local DOORBELL = 'd'
 -- One watcher at a time: the order in which the server served two blocked reads drifts
 -- from the ring's.
