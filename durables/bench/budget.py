@@ -159,15 +159,21 @@ def publish_batch(bench: Bench, n: int) -> Generator[Step, None, None]:
 
 def publish_batch_raw(bench: Bench, n: int) -> Generator[Step, None, None]:
     bench.raw.xgroup_create("orders", "d", "$", mkstream=True)
+    yield _xadd_pipelines(bench, n, 1000)
+
+
+def _xadd_pipelines(bench: Bench, n: int, size: int) -> Step:
+    """The plain program's batch publish: `n` events as pipelines of `size` XADDs, with the
+    same payload and properties as `_messages`."""
 
     def step() -> None:
-        for _ in range(n // 1000):
+        for _ in range(n // size):
             pipe = bench.raw.pipeline(transaction=False)
-            for i in range(1000):
+            for i in range(size):
                 pipe.xadd("orders", {"d": b"x" * 100, "p": json.dumps({"n": i, "region": "eu"})})
             pipe.execute()
 
-    yield step
+    return step
 
 
 def publish_at_limit(bench: Bench, n: int) -> Generator[Step, None, None]:
@@ -193,15 +199,7 @@ def publish_at_limit(bench: Bench, n: int) -> Generator[Step, None, None]:
 def publish_at_limit_raw(bench: Bench, n: int) -> Generator[Step, None, None]:
     for i in range(SESSIONS):
         bench.raw.xgroup_create("orders", f"~session:s{i}", "$", mkstream=True)
-
-    def step() -> None:
-        for _ in range(n // 100):
-            pipe = bench.raw.pipeline(transaction=False)
-            for i in range(100):
-                pipe.xadd("orders", {"d": b"x" * 100, "p": json.dumps({"n": i, "region": "eu"})})
-            pipe.execute()
-
-    yield step
+    yield _xadd_pipelines(bench, n, 100)
 
 
 def _consume(kind: durables.Kind) -> PathMaker:
