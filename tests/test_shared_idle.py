@@ -9,7 +9,7 @@ import signal
 import textwrap
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 
 import pytest
@@ -49,11 +49,7 @@ def test_idle_consumers_take_events_published_one_at_a_time_in_ring_order(
         for thread in threads:
             thread.start()
         try:
-            for i in range(1, 13):
-                channel.publish(f"e{i}")
-                deadline = time.monotonic() + 5
-                while len(got) < i and time.monotonic() < deadline:
-                    time.sleep(0.005)
+            _one_at_a_time(channel, got, 12)
         finally:
             stop.set()
             for thread in threads:
@@ -89,6 +85,15 @@ def _fetching(
             thread.join(timeout=5)
 
     return got, halt
+
+
+def _one_at_a_time(channel: durables.Channel, got: Sequence[object], count: int) -> None:
+    """Publish e1..e<count>, each once the one before has arrived (or 5 s have passed)."""
+    for i in range(1, count + 1):
+        channel.publish(f"e{i}")
+        deadline = time.monotonic() + 5
+        while len(got) < i and time.monotonic() < deadline:
+            time.sleep(0.002)
 
 
 def _until_any(got: list[tuple[str, str, float]], deadline: float) -> None:
@@ -135,11 +140,7 @@ def test_an_event_published_to_idle_consumers_costs_one_consumers_work(
             pytest.skip("the server's command counts are per node on a cluster")
         with _three_waiting(channel, timeout=4.0) as got:
             before = redis.info("commandstats")["cmdstat_evalsha"]["calls"]
-            for i in range(1, 25):
-                channel.publish(f"e{i}")
-                deadline = time.monotonic() + 5
-                while len(got) < i and time.monotonic() < deadline:
-                    time.sleep(0.002)
+            _one_at_a_time(channel, got, 24)
             scripts = redis.info("commandstats")["cmdstat_evalsha"]["calls"] - before
     assert [name for name, _, _ in got] == ["a", "b", "c"] * 8
     # each event: its publish, the taker's settling and its joining the waiters again
@@ -162,11 +163,7 @@ def test_handing_an_event_to_idle_consumers_reads_no_other_groups_of_the_channel
             redis.xgroup_create(channel.keys.stream, f"~session:s{i}", "$", mkstream=True)
         with _three_waiting(channel, timeout=4.0) as got:
             before = redis.info("commandstats").get("cmdstat_xinfo|groups", {}).get("calls", 0)
-            for i in range(1, 13):
-                channel.publish(f"e{i}")
-                deadline = time.monotonic() + 5
-                while len(got) < i and time.monotonic() < deadline:
-                    time.sleep(0.002)
+            _one_at_a_time(channel, got, 12)
             after = redis.info("commandstats").get("cmdstat_xinfo|groups", {}).get("calls", 0)
     assert [name for name, _, _ in got] == ["a", "b", "c"] * 4
     assert after - before == 0
