@@ -9,7 +9,8 @@ in one slot and every Lua script runs unchanged on Redis Cluster:
     <ns>:session:{<id>}:live          string: token of the live client of the session, PX lease
     <ns>:alerts                       list: recent alerts for the admin (newest first, capped)
     <ns>:{<ch>}:s                     the stream: one entry per event
-    <ns>:{<ch>}:meta                  hash: created_ms, ttl_ms, capacity, full, keyed
+    <ns>:{<ch>}:meta                  hash: created_ms, ttl_ms, capacity, full, keyed; and
+                                      published, ackreq, moves (counts the scripts keep)
     <ns>:{<ch>}:durables              hash: durable name -> JSON spec (kind, filter, start)
     <ns>:{<ch>}:last                  hash: key -> last value (keyed channels)
     <ns>:{<ch>}:lastid                hash: key -> id of the event that set the last value
@@ -40,7 +41,8 @@ in one slot and every Lua script runs unchanged on Redis Cluster:
     <ns>:{<ch>}:dead:<durable>        stream: dead letters (events past max_deliveries)
     <ns>:{<ch>}:nacks                 stream: ack-required events a session did not acknowledge
     <ns>:{<ch>}:strips                zset: session id -> publish count at which to check its queue
-    <ns>:{<ch>}:slimits               hash: session id -> its queue limits on this channel
+    <ns>:{<ch>}:slimits               hash: session id -> its queue limits on this channel, and
+                                      its group's position as the last look left it
     <ns>:{<ch>}:overflowed            hash: 'closed:<id>' / 'dropped:<id>' -> what overflow did
     <ns>:{<ch>}:mids                  hash: producer message id -> the event id it got
     <ns>:{<ch>}:midtimes              zset: producer message id -> when (server ms), for expiry

@@ -40,6 +40,7 @@ NAMES = (
     "nack",
     "nack_expired",
     "session_queue",
+    "leave_session",
     "spark_plan",
     "spark_ack",
     "spark_commit",

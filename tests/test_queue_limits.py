@@ -179,3 +179,89 @@ def test_dropping_the_oldest_keeps_the_session_groups_lag_known(client: durables
     assert (info["lag"], info["pending"]) == (3, 0)
     unread: Any = client.redis.xrange(stream, "(" + info["last-delivered-id"].decode(), "+")
     assert [fields[b"d"] for _, fields in unread] == [b"e4", b"e5", b"e6"]
+
+
+def _queue(client: durables.Client, session_id: str) -> tuple[list[bytes], list[bytes]]:
+    """The payloads of a session's queue on 'orders', as the server holds it: those read and
+    not acknowledged (pending), then those not read yet."""
+    stream, group = client.keys("orders").stream, durables.keys.session_group(session_id)
+    (info,) = [g for g in client.redis.xinfo_groups(stream) if g["name"].decode() == group]
+    pending: Any = client.redis.xpending_range(stream, group, "-", "+", 1000)
+    held: list[Any] = [client.redis.xrange(stream, p["message_id"], p["message_id"])
+                       for p in pending]  # fmt: skip
+    unread: Any = client.redis.xrange(stream, "(" + info["last-delivered-id"].decode(), "+")
+    return ([fields[b"d"] for ((_, fields),) in held], [fields[b"d"] for _, fields in unread])
+
+
+def _at_limit(client: durables.Client, session_id: str) -> durables.Channel:
+    """A session away with a limit of 3 (overflow 'drop_oldest'), which 'e1'..'e5' overflow:
+    'e3', 'e4', 'e5' are its queue."""
+    ch = client.channel("orders")
+    s = client.session(session_id, timeout=60, max_depth=3, overflow="drop_oldest")
+    s.register_interest("orders")
+    s.close(keepalive=True)
+    for i in range(1, 6):
+        ch.publish(f"e{i}")
+    assert _queue(client, session_id) == ([], [b"e3", b"e4", b"e5"])
+    return ch
+
+
+def _group_lists(client: durables.Client) -> int:
+    stats: Any = client.redis.info("commandstats")
+    return int(stats.get("cmdstat_xinfo|groups", {}).get("calls", 0))
+
+
+def test_publishing_to_a_session_at_its_limit_asks_for_no_other_groups(
+    client: durables.Client,
+) -> None:
+    """Every publish looks at a session that sits at its limit. No command gives one group's
+    position: XINFO GROUPS answers for every group of the channel (one per session interested
+    in it, about 11,000 server instructions each), and with 1,000 sessions a single publish
+    cost the server 190 times what it costs with none. The look starts from the position the
+    last one left."""
+    ch = _at_limit(client, "lossy")
+    stream = client.keys("orders").stream
+    for i in range(200):
+        client.redis.xgroup_create(stream, f"~session:other{i}", "$")
+    before = _group_lists(client)
+    for i in range(6, 21):
+        ch.publish(f"e{i}")
+    assert _group_lists(client) - before == 0
+    assert _queue(client, "lossy") == ([], [b"e18", b"e19", b"e20"])
+
+
+def test_a_session_read_between_two_looks_at_its_limit_loses_only_its_oldest(
+    client: durables.Client,
+) -> None:
+    """The position a look leaves holds for the next look only while the group's consumer
+    has been quiet: here it reads two events between the looks, and the next look must drop
+    the oldest of those, not move the group back over them."""
+    ch = _at_limit(client, "lossy")
+    stream, group = client.keys("orders").stream, durables.keys.session_group("lossy")
+    client.redis.xreadgroup(group, durables.ops.sessions.CONSUMER, {stream: ">"}, count=2)
+    ch.publish("e6")
+    assert _queue(client, "lossy") == ([b"e4"], [b"e5", b"e6"])
+
+
+def test_a_purge_between_two_looks_at_a_sessions_limit_is_no_overflow(
+    client: durables.Client,
+) -> None:
+    """A purge moves the session's group past what it removed: the next look must not go by
+    the position the last one left, which would count the purged events as queued still."""
+    ch = _at_limit(client, "lossy")
+    assert ch.purge() == 5
+    ch.publish("n1")
+    ch.publish("n2")
+    assert _queue(client, "lossy") == ([], [b"n1", b"n2"])
+
+
+def test_a_session_removed_leaves_no_queue_limits_on_its_channels(
+    client: durables.Client,
+) -> None:
+    """Its group goes, and with it its limits and trip point: a group made again under the
+    same name starts elsewhere than the position the limits noted."""
+    _at_limit(client, "lossy")
+    k = client.keys("orders")
+    client.session("lossy", timeout=60, max_depth=3, overflow="drop_oldest").close(keepalive=False)
+    assert client.redis.hget(k.session_limits, "lossy") is None
+    assert client.redis.zscore(k.session_trips, "lossy") is None

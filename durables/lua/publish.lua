@@ -35,7 +35,7 @@
 -- write for the server to log and pass to replicas, not a transaction of several).
 -- The libraries are spliced into the branches that use them: defining their functions
 -- costs the server time at every call (about 1.7 µs), and most publishes need neither.
-local meta = redis.call('HMGET', KEYS[2], 'created_ms', 'capacity', 'full', 'keyed')
+local meta = redis.call('HMGET', KEYS[2], 'created_ms', 'capacity', 'full', 'keyed', 'moves')
 if not meta[1] then
   return redis.error_reply('NOCHANNEL the channel does not exist')
 end
@@ -128,9 +128,10 @@ if capacity and meta[3] == 'drop_oldest' then
   call('XTRIM', stream, 'MAXLEN', capacity)
 end
 if call('EXISTS', KEYS[3]) == 1 then  -- a session has a queue limit here
+--@include clock
 --@include queue_limits
   local published = call('HINCRBY', KEYS[2], 'published', n)
   check_trips({stream = stream, meta = KEYS[2], trips = KEYS[3], limits = KEYS[4],
-    overflowed = KEYS[5]}, published)
+    overflowed = KEYS[5], moves = meta[5] or '0'}, published)
 end
 return ids

@@ -12,6 +12,7 @@
 -- Returns  {depth (-1: no queue here), pending, limit (0: none), events dropped since last
 --          asked, 'closed' if an overflow closed it}.
 -- Errors   none of its own.
+--@include clock
 --@include queue_limits
 local q = {stream = KEYS[1], meta = KEYS[2], trips = KEYS[3], limits = KEYS[4],
   overflowed = KEYS[5]}
@@ -21,7 +22,7 @@ if ARGV[2] == '-' then
   redis.call('ZREM', q.trips, sid)
 elseif ARGV[2] ~= '' then
   local old = redis.call('HGET', q.limits, sid)
-  local expanded = old and string.sub(old, -1) or '0'
+  local expanded = old and split_spec(old).expanded and '1' or '0'
   redis.call('HSET', q.limits, sid, ARGV[2] .. '|' .. expanded)
 end
 local dropped = tonumber(redis.call('HGET', q.overflowed, 'dropped:' .. sid) or '0')
@@ -39,8 +40,8 @@ if not redis.call('HGET', q.limits, sid) then  -- no limits: just the queue
   if redis.call('EXISTS', q.stream) == 0 then
     return {-1, 0, 0, dropped, ''}
   end
-  local depth, pending = session_queue(q.stream, '~session:' .. sid, nil)
+  local depth, pending = session_queue(q.stream, '~session:' .. sid, all_groups(q.stream))
   return {depth or -1, pending, 0, dropped, ''}
 end
-local depth, pending, limit = check_queue(q, sid, published, live, nil)
+local depth, pending, limit = check_queue(q, sid, published, live, new_look(q, true))
 return {depth, pending, limit, dropped, ''}

@@ -17,6 +17,7 @@
 -- ARGV[3]  how many events the tasks staged in all
 -- Returns  {1 appended or 0 skipped, events appended, the sink's last batch id}.
 -- Errors   NOCHANNEL, FULL <capacity>, STAGELOST (a staging list expired or vanished).
+--@include clock
 --@include queue_limits
 local meta = redis.call('HMGET', KEYS[2], 'created_ms', 'capacity', 'full', 'keyed')
 if not meta[1] then

@@ -6,7 +6,7 @@
 -- head (no consumer would be given them), so they do not hold back retention.
 -- The lifespan is measured on the server's clock, as leases are.
 -- KEYS[1]  the channel's stream
--- KEYS[2]  the channel's meta hash (ttl_ms)
+-- KEYS[2]  the channel's meta hash (ttl_ms; 'moves' counts the groups moved)
 -- KEYS[3]  the channel's durables hash (name -> spec JSON with 'ast')
 -- KEYS[4..] two per durable named in ARGV[3..], in that order: its redelivery counts,
 --          then its keep set (both lose the ids trimmed away)
@@ -161,9 +161,11 @@ for _, g in ipairs(groups) do
     if id_before(stream_info['last-generated-id'], position) then
       position = stream_info['last-generated-id']
     end
-    -- ENTRIESREAD keeps the group's lag exact (everything left is unread).
+    -- ENTRIESREAD keeps the group's lag exact (everything left is unread). 'moves' tells
+    -- the queue limits that positions they noted may be stale (lib/queue_limits.lua).
     redis.call('XGROUP', 'SETID', stream, name, position,
       'ENTRIESREAD', stream_info['entries-added'] - redis.call('XLEN', stream))
+    redis.call('HINCRBY', KEYS[2], 'moves', 1)
   end
 end
 return removed

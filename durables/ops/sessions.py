@@ -110,9 +110,10 @@ def stream_exists(k: keys.ChannelKeys, session_id: str) -> Op[bool]:
 
 
 def leave(k: keys.ChannelKeys, session_id: str) -> Op[Any]:
-    """Destroy the session's group on a channel (its queue there is gone)."""
-    return command("XGROUP", "DESTROY", k.stream, keys.session_group(session_id),
-                   context=_about(session_id))  # fmt: skip
+    """Destroy the session's group on a channel (its queue there is gone), with its queue
+    limits there."""
+    return script("leave_session", [k.stream, k.session_trips, k.session_limits], [session_id],
+                  context=_about(session_id))  # fmt: skip
 
 
 def forget(ns: str, session_id: str) -> list[Op[Any]]:

@@ -1,5 +1,6 @@
--- Library (`--@include queue_limits`): the queue limits of durable client sessions on one
--- channel (seed 002); needs no other library. A session's queue on the channel is its group's unread events plus its pending ones. Its limit is `max` while it
+-- Library (`--@include queue_limits`, after `clock`): the queue limits of durable client
+-- sessions on one channel (seed 002). A session's queue on the channel is its group's
+-- unread events plus its pending ones. Its limit is `max` while it
 -- is live; while away (its consumer idle longer than its lease) it is `dmax` when that is
 -- larger, and after it is back the larger limit stays until the queue has drained to 80 %
 -- of `max`. The first event beyond the limit applies the overflow policy: 'close' (the
@@ -7,15 +8,24 @@
 -- overflowed hash) or 'drop_oldest'. Publishing stays cheap with many sessions: each has a
 -- trip point (the channel's publish count at which its queue could first pass its limit)
 -- in a sorted set, and only sessions whose trip point was reached are looked at.
--- The limits hash holds per session 'max|dmax|overflow|lease_ms|expanded'.
--- q: {stream, meta, trips, limits, overflowed}
+-- The limits hash holds per session 'max|dmax|overflow|lease_ms|expanded', followed, once
+-- a look has known it, by the group's position as that look left it:
+-- '|last-delivered-id|entries-read|ms|moves' (see mirrored_queue).
+-- q: {stream, meta, trips, limits, overflowed, moves (optional: see new_look)}
+
+-- A mirrored position is trusted only if every consumer of the group has been quiet since
+-- this long before the look that wrote it: reading moves a group, and after a failover
+-- the consumers' times are another machine's clock.
+local QUIET_MS = 1000
 
 local function split_spec(raw)
-  local parts = {}
+  local p = {}
   for part in string.gmatch(raw, '([^|]*)|?') do
-    parts[#parts + 1] = part
+    p[#p + 1] = part
   end
-  return tonumber(parts[1]), tonumber(parts[2]), parts[3], tonumber(parts[4]), parts[5] == '1'
+  return {max = tonumber(p[1]), dmax = tonumber(p[2]), overflow = p[3],
+    lease_ms = tonumber(p[4]), expanded = p[5] == '1',
+    last = p[6] ~= '' and p[6] or nil, read = tonumber(p[7]), at = tonumber(p[8]), moves = p[9]}
 end
 
 -- Every group of the stream: name -> its XINFO GROUPS reply, fields and values in turn
@@ -43,6 +53,16 @@ local function group_info(flat)
   return info
 end
 
+-- The stream's count of entries ever added.
+local function entries_added(stream)
+  local flat = redis.call('XINFO', 'STREAM', stream)
+  for i = 1, #flat, 2 do
+    if flat[i] == 'entries-added' then
+      return flat[i + 1]
+    end
+  end
+end
+
 -- A group's read counter (`entries-read`), as XINFO GROUPS gave it, or worked out from the
 -- stream's count of entries added and the group's `lag`: a group made at '$' has none
 -- until it reads. Nil if it cannot be known.
@@ -51,11 +71,9 @@ local function read_counter(stream, info, lag)
   if type(read) == 'number' then
     return read
   end
-  local flat = redis.call('XINFO', 'STREAM', stream)
-  for i = 1, #flat, 2 do
-    if flat[i] == 'entries-added' and type(flat[i + 1]) == 'number' and flat[i + 1] >= lag then
-      return flat[i + 1] - lag
-    end
+  local added = entries_added(stream)
+  if type(added) == 'number' and added >= lag then
+    return added - lag
   end
   return nil
 end
@@ -63,7 +81,7 @@ end
 -- (queue depth, pending, its XINFO GROUPS fields with a known 'lag') of a session's group,
 -- or nil.
 local function session_queue(stream, group, groups)
-  local flat = (groups or all_groups(stream))[group]
+  local flat = groups[group]
   if flat == nil then
     return nil, 0, nil
   end
@@ -83,9 +101,48 @@ local function session_queue(stream, group, groups)
   return lag + pending, pending, info
 end
 
+-- (queue depth, pending, fields as session_queue gives them, XINFO CONSUMERS reply) of a
+-- session's group from the position its last look left (spec.last, spec.read, written at
+-- spec.at), or nil if that cannot be trusted. No command reads one group's position: XINFO
+-- GROUPS answers for every group on the channel (about 11,000 instructions each; a channel
+-- has one per session), and a session at its limit is looked at by every publish. Only
+-- these move a session's group: its consumer reading (each consumer's idle time says when
+-- it last tried), a look here (which writes the position it leaves), a trim (counted in
+-- the meta hash's 'moves') and leaving the channel (which removes the spec with it).
+-- look: {now, moves, added} of this publish, filled in as needed.
+local function mirrored_queue(stream, group, spec, look)
+  if spec.at == nil or spec.moves ~= look.moves then
+    return nil
+  end
+  local consumers = redis.pcall('XINFO', 'CONSUMERS', stream, group)
+  if consumers.err then
+    return nil
+  end
+  if #consumers > 0 then
+    look.now = look.now or now_ms()
+  end
+  local quiet = (look.now or 0) - spec.at + QUIET_MS
+  for _, c in ipairs(consumers) do
+    for i = 1, #c, 2 do
+      if c[i] == 'idle' then
+        if c[i + 1] <= quiet then
+          return nil  -- it may have read since
+        end
+        break
+      end
+    end
+  end
+  look.added = look.added or entries_added(stream)
+  local pending = redis.call('XPENDING', stream, group)[1]
+  local lag = look.added - spec.read
+  return lag + pending, pending,
+    {['last-delivered-id'] = spec.last, ['entries-read'] = spec.read, lag = lag}, consumers
+end
+
 -- Whether a session is live: its consumer was active within its lease.
-local function session_live(stream, group, lease_ms)
-  for _, c in ipairs(redis.call('XINFO', 'CONSUMERS', stream, group)) do
+-- consumers: the group's XINFO CONSUMERS reply, or nil to ask for it.
+local function session_live(stream, group, lease_ms, consumers)
+  for _, c in ipairs(consumers or redis.call('XINFO', 'CONSUMERS', stream, group)) do
     for i = 1, #c, 2 do
       if c[i] == 'idle' then
         return c[i + 1] < lease_ms
@@ -95,12 +152,12 @@ local function session_live(stream, group, lease_ms)
   return false
 end
 
--- Drop a session's `excess` oldest queued events: pending ones first, then unread ones.
--- `info`: as session_queue returned it. The group's read counter moves with it, so its lag
--- stays known.
-local function drop_oldest(stream, group, excess, info)
+-- Drop a session's `excess` oldest queued events: pending ones first (`pending` of them),
+-- then unread ones. `info`: as session_queue returned it; its position moves with the
+-- group. The group's read counter moves with it, so its lag stays known.
+local function drop_oldest(stream, group, excess, pending, info)
   local dropped = 0
-  local pending = redis.call('XPENDING', stream, group, '-', '+', excess)
+  pending = pending > 0 and redis.call('XPENDING', stream, group, '-', '+', excess) or {}
   if #pending > 0 then
     local ids = {}
     for i, p in ipairs(pending) do
@@ -113,11 +170,15 @@ local function drop_oldest(stream, group, excess, info)
       'COUNT', excess - dropped)
     if #skip > 0 then
       local read = read_counter(stream, info, info['lag'])
+      local last = skip[#skip][1]
       if read then  -- keeps the group's lag exact
-        redis.call('XGROUP', 'SETID', stream, group, skip[#skip][1], 'ENTRIESREAD', read + #skip)
+        redis.call('XGROUP', 'SETID', stream, group, last, 'ENTRIESREAD', read + #skip)
+        info['entries-read'] = read + #skip
       else
-        redis.call('XGROUP', 'SETID', stream, group, skip[#skip][1])
+        redis.call('XGROUP', 'SETID', stream, group, last)
+        info['entries-read'] = nil
       end
+      info['last-delivered-id'] = last
       dropped = dropped + #skip
     end
   end
@@ -126,25 +187,35 @@ end
 
 -- Look at one session's queue now: apply the limit, reset its trip point.
 -- live: true / false as the caller knows it, or nil to judge by its consumer's idle time.
+-- look: as for mirrored_queue, with also `groups` (all_groups, once asked) and `fresh`
+-- (true: read the group's position, do not trust the mirrored one).
 -- Returns depth, pending, limit (depth -1 when the session has no group or no limits).
-local function check_queue(q, sid, published, live, groups)
+local function check_queue(q, sid, published, live, look)
   local raw = redis.call('HGET', q.limits, sid)
   if not raw then
     redis.call('ZREM', q.trips, sid)
     return -1, 0, 0
   end
-  local max, dmax, overflow, lease_ms, expanded = split_spec(raw)
+  local spec = split_spec(raw)
   local group = '~session:' .. sid
-  local depth, pending, info = session_queue(q.stream, group, groups)
-  if depth == nil then
-    redis.call('ZREM', q.trips, sid)
-    return -1, 0, 0
+  local depth, pending, info, consumers
+  if not look.fresh then
+    depth, pending, info, consumers = mirrored_queue(q.stream, group, spec, look)
   end
-  local limit = max
-  local was = expanded
+  local mirrored = depth ~= nil
+  if not mirrored then
+    look.groups = look.groups or all_groups(q.stream)
+    depth, pending, info = session_queue(q.stream, group, look.groups)
+    if depth == nil then
+      redis.call('ZREM', q.trips, sid)
+      return -1, 0, 0
+    end
+  end
+  local max, dmax = spec.max, spec.dmax
+  local limit, expanded = max, spec.expanded
   if dmax and dmax > max then  -- the limit depends on whether it is live
     if live == nil then
-      live = session_live(q.stream, group, lease_ms)
+      live = session_live(q.stream, group, spec.lease_ms, consumers)
     end
     if not live then
       limit, expanded = dmax, true
@@ -156,13 +227,9 @@ local function check_queue(q, sid, published, live, groups)
       end
     end
   end
-  if expanded ~= was then
-    redis.call('HSET', q.limits, sid, string.format('%d|%s|%s|%d|%s', max, dmax or '',
-      overflow, lease_ms, expanded and '1' or '0'))
-  end
   if depth > limit then
-    if overflow == 'drop_oldest' then
-      local dropped = drop_oldest(q.stream, group, depth - limit, info)
+    if spec.overflow == 'drop_oldest' then
+      local dropped = drop_oldest(q.stream, group, depth - limit, pending, info)
       redis.call('HINCRBY', q.overflowed, 'dropped:' .. sid, dropped)
       depth = depth - dropped
       pending = math.max(0, pending - dropped)
@@ -174,8 +241,27 @@ local function check_queue(q, sid, published, live, groups)
       return depth, pending, limit
     end
   end
+  -- The spec again, with the position this look leaves (when known). A trusted one keeps
+  -- its time: the consumers have been quiet since, and only this look moved the group.
+  local position = ''
+  if type(info['entries-read']) == 'number' then
+    local at = mirrored and spec.at or look.now or now_ms()
+    position = string.format('|%s|%d|%d|%s', info['last-delivered-id'], info['entries-read'],
+      at, look.moves)
+  end
+  local new = string.format('%d|%s|%s|%d|%s%s', max, dmax or '', spec.overflow, spec.lease_ms,
+    expanded and '1' or '0', position)
+  if new ~= raw then
+    redis.call('HSET', q.limits, sid, new)
+  end
   redis.call('ZADD', q.trips, published + (limit - depth) + 1, sid)
   return depth, pending, limit
+end
+
+-- The look shared by every session checked at one time (see check_queue). q.moves: the meta
+-- hash's 'moves' if the caller has read it.
+local function new_look(q, fresh)
+  return {moves = q.moves or redis.call('HGET', q.meta, 'moves') or '0', fresh = fresh}
 end
 
 -- After publishing: look at the sessions whose trip point the publish count reached.
@@ -184,8 +270,8 @@ local function check_trips(q, published)
   if #due == 0 then
     return
   end
-  local groups = all_groups(q.stream)
+  local look = new_look(q, false)
   for _, sid in ipairs(due) do
-    check_queue(q, sid, published, nil, groups)
+    check_queue(q, sid, published, nil, look)
   end
 end
