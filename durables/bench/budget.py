@@ -176,18 +176,31 @@ def _xadd_pipelines(bench: Bench, n: int, size: int) -> Step:
     return step
 
 
+def _away_sessions(client: durables.Client, near: int) -> durables.Channel:
+    """`SESSIONS` away sessions on 'orders', `near` of them at their queue limit of 50
+    (overflow 'drop_oldest'), the others with a limit they never reach."""
+    ch = client.channel("orders")
+    for i in range(SESSIONS):
+        s = client.session(f"s{i}", timeout=3600, max_depth=50 if i < near else 1_000_000,
+                           overflow="drop_oldest")  # fmt: skip
+        s.register_interest("orders")
+        s.close(keepalive=True)
+    ch.publish_many(_messages(1) * 60)  # the near ones reach their limit
+    return ch
+
+
+def _session_groups(bench: Bench) -> None:
+    """The raw program's stand-in for the sessions: as many plain consumer groups."""
+    for i in range(SESSIONS):
+        bench.raw.xgroup_create("orders", f"~session:s{i}", "$", mkstream=True)
+
+
 def publish_at_limit(bench: Bench, n: int) -> Generator[Step, None, None]:
     """Batches of 100 on a channel with `SESSIONS` away sessions, `NEAR` of them at their
-    queue limit (overflow 'drop_oldest'): every call looks at those and drops their oldest."""
+    queue limit: every call looks at those and drops their oldest."""
     with _client(bench) as client:
-        ch = client.channel("orders")
-        for i in range(SESSIONS):
-            s = client.session(f"s{i}", timeout=3600, max_depth=50 if i < NEAR else 1_000_000,
-                               overflow="drop_oldest")  # fmt: skip
-            s.register_interest("orders")
-            s.close(keepalive=True)
+        ch = _away_sessions(client, NEAR)
         batch = _messages(100)
-        ch.publish_many(batch[:1] * 60)  # the near ones reach their limit
 
         def step() -> None:
             for _ in range(n // 100):
@@ -197,9 +210,21 @@ def publish_at_limit(bench: Bench, n: int) -> Generator[Step, None, None]:
 
 
 def publish_at_limit_raw(bench: Bench, n: int) -> Generator[Step, None, None]:
-    for i in range(SESSIONS):
-        bench.raw.xgroup_create("orders", f"~session:s{i}", "$", mkstream=True)
+    _session_groups(bench)
     yield _xadd_pipelines(bench, n, 100)
+
+
+def publish_single_at_limit(bench: Bench, n: int) -> Generator[Step, None, None]:
+    """One event per call with `SESSIONS` away sessions, one of them at its queue limit:
+    every call looks at that one."""
+    with _client(bench) as client:
+        ch = _away_sessions(client, 1)
+        yield lambda: [ch.publish(b"x" * 100) for _ in range(n)]
+
+
+def publish_single_at_limit_raw(bench: Bench, n: int) -> Generator[Step, None, None]:
+    _session_groups(bench)
+    yield lambda: [bench.raw.xadd("orders", {"d": b"x" * 100}) for _ in range(n)]
 
 
 def _consume(kind: durables.Kind) -> PathMaker:
@@ -358,6 +383,7 @@ PATHS: dict[str, tuple[PathMaker, PathMaker]] = {
     "publish_single": (publish_single, publish_single_raw),
     "publish_batch_1000": (publish_batch, publish_batch_raw),
     "publish_at_limit": (publish_at_limit, publish_at_limit_raw),
+    "publish_single_at_limit": (publish_single_at_limit, publish_single_at_limit_raw),
     "consume_exclusive": (_consume("exclusive"), consume_raw),
     "consume_shared": (_consume("shared"), consume_raw),
     "consume_serial": (_consume("serial"), consume_raw),
@@ -366,7 +392,13 @@ PATHS: dict[str, tuple[PathMaker, PathMaker]] = {
     "handoff_shared": (_handoff("shared"), _handoff_raw("shared")),
     "handoff_serial": (_handoff("serial"), _handoff_raw("serial")),
 }
-ONE_AT_A_TIME = ("publish_single", "handoff_exclusive", "handoff_shared", "handoff_serial")
+ONE_AT_A_TIME = (
+    "publish_single",
+    "publish_single_at_limit",
+    "handoff_exclusive",
+    "handoff_shared",
+    "handoff_serial",
+)
 """Paths of one event per round trip: they run a tenth of the events."""
 
 
