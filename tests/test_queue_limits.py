@@ -233,14 +233,19 @@ def test_publishing_to_a_session_at_its_limit_asks_for_no_other_groups(
 def test_a_session_read_between_two_looks_at_its_limit_loses_only_its_oldest(
     client: durables.Client,
 ) -> None:
-    """The position a look leaves holds for the next look only while the group's consumer
-    has been quiet: here it reads two events between the looks, and the next look must drop
-    the oldest of those, not move the group back over them."""
+    """The position a look notes holds for the next look only while the group's consumer
+    has not read since: here it reads between the looks (the first time, then again), and
+    each next look must drop the oldest of what it holds, not move the group back over
+    what it read."""
     ch = _at_limit(client, "lossy")
     stream, group = client.keys("orders").stream, durables.keys.session_group("lossy")
-    client.redis.xreadgroup(group, durables.ops.sessions.CONSUMER, {stream: ">"}, count=2)
+    consumer = durables.ops.sessions.CONSUMER
+    client.redis.xreadgroup(group, consumer, {stream: ">"}, count=1)
     ch.publish("e6")
-    assert _queue(client, "lossy") == ([b"e4"], [b"e5", b"e6"])
+    assert _queue(client, "lossy") == ([], [b"e4", b"e5", b"e6"])
+    client.redis.xreadgroup(group, consumer, {stream: ">"}, count=2)
+    ch.publish("e7")
+    assert _queue(client, "lossy") == ([b"e5"], [b"e6", b"e7"])
 
 
 def test_a_purge_between_two_looks_at_a_sessions_limit_is_no_overflow(
@@ -265,3 +270,56 @@ def test_a_session_removed_leaves_no_queue_limits_on_its_channels(
     client.session("lossy", timeout=60, max_depth=3, overflow="drop_oldest").close(keepalive=False)
     assert client.redis.hget(k.session_limits, "lossy") is None
     assert client.redis.zscore(k.session_trips, "lossy") is None
+
+
+def test_publishing_to_a_live_session_at_its_limit_asks_for_no_other_groups(
+    client: durables.Client,
+) -> None:
+    """A live session whose listener is slower than its publisher sits at its limit too, its
+    consumer having read a moment ago: the look goes by the position the last look noted,
+    with that read, and not by XINFO GROUPS at every publish."""
+    ch = client.channel("orders")
+    stream = client.keys("orders").stream
+    for i in range(200):
+        client.redis.xgroup_create(stream, f"~session:other{i}", "$", mkstream=True)
+    s = client.session("slow", timeout=60, max_depth=3, overflow="drop_oldest")
+    s.register_interest("orders")
+    gate = Gate()
+    s.add_listener("orders", gate)
+    s.ready_for_events()
+    ch.publish("e1")
+    assert gate.arrived.acquire(timeout=10)  # the listener holds it
+    time.sleep(0.05)  # its read is not so recent that a server's clock could blur it
+    before = _group_lists(client)
+    for i in range(2, 21):
+        ch.publish(f"e{i}")
+    lists = _group_lists(client) - before
+    gate.allowed.release()
+    s.close()
+    assert lists <= 4  # one per publish, 17, before (the first look must ask: it is new)
+
+
+def _commands(client: durables.Client, name: str) -> int:
+    stats: Any = client.redis.info("commandstats")
+    return int(stats.get(f"cmdstat_{name}", {}).get("calls", 0))
+
+
+def test_a_batch_beyond_a_sessions_limit_leaves_it_the_newest_without_reading_the_rest(
+    client: durables.Client,
+) -> None:
+    """When what a session keeps is among the events just published, its group moves to the
+    one before them: an XRANGE of the events passed over (each returned, and parsed by Lua)
+    made most of the server's work of a batch of 100 with 10 sessions at a limit of 50. A
+    batch with producer message ids may return old ids for repeats: it reads them."""
+    ch = _at_limit(client, "lossy")
+    stream, group = client.keys("orders").stream, durables.keys.session_group("lossy")
+    client.redis.xreadgroup(group, durables.ops.sessions.CONSUMER, {stream: ">"}, count=1)
+    before = _commands(client, "xrange")
+    ch.publish_many([durables.Message(f"f{i}") for i in range(1, 101)])
+    assert _commands(client, "xrange") - before == 0
+    assert _queue(client, "lossy") == ([], [b"f98", b"f99", b"f100"])
+    ch.publish_many([durables.Message(f"g{i}", message_id=f"m{i}") for i in range(1, 5)])
+    assert _queue(client, "lossy") == ([], [b"g2", b"g3", b"g4"])
+    again = [durables.Message(f"n{i}", message_id=f"n{i}") for i in range(1, 4)]
+    ch.publish_many([*again, durables.Message("g2", message_id="m2")])  # the last: old
+    assert _queue(client, "lossy") == ([], [b"n1", b"n2", b"n3"])

@@ -132,6 +132,7 @@ if call('EXISTS', KEYS[3]) == 1 then  -- a session has a queue limit here
 --@include queue_limits
   local published = call('HINCRBY', KEYS[2], 'published', n)
   check_trips({stream = stream, meta = KEYS[2], trips = KEYS[3], limits = KEYS[4],
-    overflowed = KEYS[5], moves = meta[5] or '0'}, published)
+    overflowed = KEYS[5], moves = meta[5] or '0'}, published,
+    not string.find(shape, 'x', 1, true) and ids or nil)  -- a message id seen: an old id
 end
 return ids

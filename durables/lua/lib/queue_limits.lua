@@ -10,12 +10,15 @@
 -- in a sorted set, and only sessions whose trip point was reached are looked at.
 -- The limits hash holds per session 'max|dmax|overflow|lease_ms|expanded', followed, once
 -- a look has known it, by the group's position as that look left it:
--- '|last-delivered-id|entries-read|ms|moves' (see mirrored_queue).
+-- '|last-delivered-id|entries-read|ms|moves|seen' (see mirrored_queue).
 -- q: {stream, meta, trips, limits, overflowed, moves (optional: see new_look)}
 
--- A mirrored position is trusted only if every consumer of the group has been quiet since
--- this long before the look that wrote it: reading moves a group, and after a failover
--- the consumers' times are another machine's clock.
+-- A noted position is trusted if its group's consumers last interacted with it when they
+-- had before the look that noted it (within SEEN_SLACK_MS: their idle times are measured
+-- against the server's clock at moments a script does not see), or if they have all been
+-- quiet since QUIET_MS before that look (after a failover, their times come from another
+-- machine's clock).
+local SEEN_SLACK_MS = 5
 local QUIET_MS = 1000
 
 local function split_spec(raw)
@@ -25,7 +28,28 @@ local function split_spec(raw)
   end
   return {max = tonumber(p[1]), dmax = tonumber(p[2]), overflow = p[3],
     lease_ms = tonumber(p[4]), expanded = p[5] == '1',
-    last = p[6] ~= '' and p[6] or nil, read = tonumber(p[7]), at = tonumber(p[8]), moves = p[9]}
+    last = p[6] ~= '' and p[6] or nil, read = tonumber(p[7]), at = tonumber(p[8]), moves = p[9],
+    seen = tonumber(p[10])}
+end
+
+-- When a group's consumers last interacted with it (read, or tried to) by the server's
+-- clock, from their XINFO CONSUMERS reply, which must be the call just before: the latest
+-- of their idle times subtracted from the time now (so never before the truth); 0 if it
+-- has none.
+local function last_seen(consumers)
+  local seen = 0
+  if #consumers > 0 then
+    local now = now_ms()
+    for _, c in ipairs(consumers) do
+      for i = 1, #c, 2 do
+        if c[i] == 'idle' then
+          seen = math.max(seen, now - c[i + 1])
+          break
+        end
+      end
+    end
+  end
+  return seen
 end
 
 -- Every group of the stream: name -> its XINFO GROUPS reply, fields and values in turn
@@ -102,35 +126,29 @@ local function session_queue(stream, group, groups)
 end
 
 -- (queue depth, pending, fields as session_queue gives them, XINFO CONSUMERS reply) of a
--- session's group from the position its last look left (spec.last, spec.read, written at
+-- session's group from the position its last look left (spec.last, spec.read, noted at
 -- spec.at), or nil if that cannot be trusted. No command reads one group's position: XINFO
 -- GROUPS answers for every group on the channel (about 11,000 instructions each; a channel
 -- has one per session), and a session at its limit is looked at by every publish. Only
--- these move a session's group: its consumer reading (each consumer's idle time says when
--- it last tried), a look here (which writes the position it leaves), a trim (counted in
--- the meta hash's 'moves') and leaving the channel (which removes the spec with it).
--- look: {now, moves, added} of this publish, filled in as needed.
+-- these move a session's group: its consumer reading (when it last tried is noted with the
+-- position: spec.seen), a look here (which notes the position it leaves), a trim (counted
+-- in the meta hash's 'moves') and leaving the channel (which removes the spec with it).
+-- look: {moves, added} of this publish, `added` filled in when first needed.
 local function mirrored_queue(stream, group, spec, look)
   if spec.at == nil or spec.moves ~= look.moves then
     return nil
   end
   local consumers = redis.pcall('XINFO', 'CONSUMERS', stream, group)
-  if consumers.err then
+  if consumers.err then  -- no such group
     return nil
   end
-  if #consumers > 0 then
-    look.now = look.now or now_ms()
-  end
-  local quiet = (look.now or 0) - spec.at + QUIET_MS
-  for _, c in ipairs(consumers) do
-    for i = 1, #c, 2 do
-      if c[i] == 'idle' then
-        if c[i + 1] <= quiet then
-          return nil  -- it may have read since
-        end
-        break
-      end
-    end
+  local seen = last_seen(consumers)
+  -- The same last interaction, well before the look that noted it (a later one is after
+  -- that look), or none since well before that look.
+  local same = spec.seen and math.abs(seen - spec.seen) <= SEEN_SLACK_MS
+    and spec.seen < spec.at - 2 * SEEN_SLACK_MS
+  if #consumers > 0 and not same and seen >= spec.at - QUIET_MS then
+    return nil
   end
   look.added = look.added or entries_added(stream)
   local pending = redis.call('XPENDING', stream, group)[1]
@@ -140,9 +158,9 @@ local function mirrored_queue(stream, group, spec, look)
 end
 
 -- Whether a session is live: its consumer was active within its lease.
--- consumers: the group's XINFO CONSUMERS reply, or nil to ask for it.
-local function session_live(stream, group, lease_ms, consumers)
-  for _, c in ipairs(consumers or redis.call('XINFO', 'CONSUMERS', stream, group)) do
+-- consumers: the group's XINFO CONSUMERS reply.
+local function session_live(consumers, lease_ms)
+  for _, c in ipairs(consumers) do
     for i = 1, #c, 2 do
       if c[i] == 'idle' then
         return c[i + 1] < lease_ms
@@ -154,8 +172,9 @@ end
 
 -- Drop a session's `excess` oldest queued events: pending ones first (`pending` of them),
 -- then unread ones. `info`: as session_queue returned it; its position moves with the
--- group. The group's read counter moves with it, so its lag stays known.
-local function drop_oldest(stream, group, excess, pending, info)
+-- group. The group's read counter moves with it, so its lag stays known. newest: the ids
+-- of the events just published (the channel's newest, in order), or nil.
+local function drop_oldest(stream, group, excess, pending, info, newest)
   local dropped = 0
   pending = pending > 0 and redis.call('XPENDING', stream, group, '-', '+', excess) or {}
   if #pending > 0 then
@@ -166,20 +185,30 @@ local function drop_oldest(stream, group, excess, pending, info)
     dropped = redis.call('XACK', stream, group, unpack(ids))
   end
   if dropped < excess then
-    local skip = redis.call('XRANGE', stream, '(' .. info['last-delivered-id'], '+',
-      'COUNT', excess - dropped)
-    if #skip > 0 then
+    local left, last, skipped = excess - dropped, nil, 0
+    local kept = info['lag'] - left  -- unread events that stay: the channel's newest
+    if newest and kept >= 0 and kept < #newest then
+      -- The group moves to the event before them, one just published: no XRANGE returns
+      -- (and Lua parses) every event passed over.
+      last, skipped = newest[#newest - kept], left
+    else
+      local skip = redis.call('XRANGE', stream, '(' .. info['last-delivered-id'], '+',
+        'COUNT', left)
+      if #skip > 0 then
+        last, skipped = skip[#skip][1], #skip
+      end
+    end
+    if last then
       local read = read_counter(stream, info, info['lag'])
-      local last = skip[#skip][1]
       if read then  -- keeps the group's lag exact
-        redis.call('XGROUP', 'SETID', stream, group, last, 'ENTRIESREAD', read + #skip)
-        info['entries-read'] = read + #skip
+        redis.call('XGROUP', 'SETID', stream, group, last, 'ENTRIESREAD', read + skipped)
+        info['entries-read'] = read + skipped
       else
         redis.call('XGROUP', 'SETID', stream, group, last)
         info['entries-read'] = nil
       end
       info['last-delivered-id'] = last
-      dropped = dropped + #skip
+      dropped = dropped + skipped
     end
   end
   return dropped
@@ -187,8 +216,8 @@ end
 
 -- Look at one session's queue now: apply the limit, reset its trip point.
 -- live: true / false as the caller knows it, or nil to judge by its consumer's idle time.
--- look: as for mirrored_queue, with also `groups` (all_groups, once asked) and `fresh`
--- (true: read the group's position, do not trust the mirrored one).
+-- look: as for mirrored_queue, with also `groups` (all_groups, once asked), `fresh` (true:
+-- read the group's position, do not trust the noted one) and `newest` (see drop_oldest).
 -- Returns depth, pending, limit (depth -1 when the session has no group or no limits).
 local function check_queue(q, sid, published, live, look)
   local raw = redis.call('HGET', q.limits, sid)
@@ -215,7 +244,8 @@ local function check_queue(q, sid, published, live, look)
   local limit, expanded = max, spec.expanded
   if dmax and dmax > max then  -- the limit depends on whether it is live
     if live == nil then
-      live = session_live(q.stream, group, spec.lease_ms, consumers)
+      consumers = consumers or redis.call('XINFO', 'CONSUMERS', q.stream, group)
+      live = session_live(consumers, spec.lease_ms)
     end
     if not live then
       limit, expanded = dmax, true
@@ -229,7 +259,7 @@ local function check_queue(q, sid, published, live, look)
   end
   if depth > limit then
     if spec.overflow == 'drop_oldest' then
-      local dropped = drop_oldest(q.stream, group, depth - limit, pending, info)
+      local dropped = drop_oldest(q.stream, group, depth - limit, pending, info, look.newest)
       redis.call('HINCRBY', q.overflowed, 'dropped:' .. sid, dropped)
       depth = depth - dropped
       pending = math.max(0, pending - dropped)
@@ -242,12 +272,16 @@ local function check_queue(q, sid, published, live, look)
     end
   end
   -- The spec again, with the position this look leaves (when known). A trusted one keeps
-  -- its time: the consumers have been quiet since, and only this look moved the group.
+  -- its time and its consumers' last interaction: only this look moved the group since.
   local position = ''
   if type(info['entries-read']) == 'number' then
-    local at = mirrored and spec.at or look.now or now_ms()
-    position = string.format('|%s|%d|%d|%s', info['last-delivered-id'], info['entries-read'],
-      at, look.moves)
+    local at, seen = spec.at, spec.seen or 0
+    if not mirrored then
+      seen = last_seen(redis.call('XINFO', 'CONSUMERS', q.stream, group))
+      at = now_ms()
+    end
+    position = string.format('|%s|%d|%d|%s|%d', info['last-delivered-id'],
+      info['entries-read'], at, look.moves, seen)
   end
   local new = string.format('%d|%s|%s|%d|%s%s', max, dmax or '', spec.overflow, spec.lease_ms,
     expanded and '1' or '0', position)
@@ -265,12 +299,14 @@ local function new_look(q, fresh)
 end
 
 -- After publishing: look at the sessions whose trip point the publish count reached.
-local function check_trips(q, published)
+-- newest: the ids of the events published, in order (nil if not known).
+local function check_trips(q, published, newest)
   local due = redis.call('ZRANGEBYSCORE', q.trips, '-inf', published, 'LIMIT', 0, 64)
   if #due == 0 then
     return
   end
   local look = new_look(q, false)
+  look.newest = newest
   for _, sid in ipairs(due) do
     check_queue(q, sid, published, nil, look)
   end
