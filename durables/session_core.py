@@ -164,7 +164,7 @@ class SessionCore:
         away and after, until the queue drained to 80 % of `max_depth`)."""
         depth = in_flight = 0
         limits: list[int] = []
-        for queue in (yield from self._queues()):
+        for queue in (yield from self._queues(depth=True)):
             depth, in_flight = depth + max(0, queue.depth), in_flight + queue.in_flight
             if queue.limit:
                 limits.append(queue.limit)
@@ -177,13 +177,14 @@ class SessionCore:
         return ops.queue_limits(self.max_depth, self.disconnected_max_depth, self.overflow,
                                 self.ctx.lease_ms)  # fmt: skip
 
-    def _queues(self, limits: str = "") -> Flow[list[ops.Queue]]:
-        """Each interested channel's queue (setting `limits` when given), reporting what an
-        overflow did: drops are logged and alerted; a closed queue closes the session."""
+    def _queues(self, limits: str = "", depth: bool = False) -> Flow[list[ops.Queue]]:
+        """Each interested channel's queue (setting `limits` when given; its depth counted
+        when `depth`), reporting what an overflow did: drops are logged and alerted; a
+        closed queue closes the session."""
         live = None if self._state == "disconnected" else True
         channels = list(self.record.interests)
         found = yield from send(
-            [ops.queue(self.ctx.keys(c), self.id, limits, live) for c in channels]
+            [ops.queue(self.ctx.keys(c), self.id, limits, live, depth) for c in channels]
         )
         for channel, queue in zip(channels, found, strict=True):
             dropped, closed = ops.overflow_notes(self.id, channel, queue)
@@ -318,7 +319,7 @@ class SessionCore:
         self.record.interests[channel] = interest
         yield from store.save(self.ctx, self.record)
         if self.max_depth is not None:
-            yield from run(ops.queue(k, self.id, self._limits(), True))
+            yield from run(ops.queue(k, self.id, self._limits(), True, depth=False))
         values, ids = yield from send(channel_ops.last_values(k))
         response = {
             key: value

@@ -323,3 +323,35 @@ def test_a_batch_beyond_a_sessions_limit_leaves_it_the_newest_without_reading_th
     again = [durables.Message(f"n{i}", message_id=f"n{i}") for i in range(1, 4)]
     ch.publish_many([*again, durables.Message("g2", message_id="m2")])  # the last: old
     assert _queue(client, "lossy") == ([], [b"n1", b"n2", b"n3"])
+
+
+def test_sessions_come_back_without_asking_for_every_group_of_their_channels(
+    client: durables.Client,
+) -> None:
+    """A channel has a group for each session interested in it, so a session that asks for
+    every group (XINFO GROUPS) each time it opens makes 1,000 sessions coming back at once
+    a million groups' worth of server work. Opening needs no depth of a queue without
+    limits, and one with limits starts from the position its last look noted."""
+    ch = client.channel("orders")
+    stream = client.keys("orders").stream
+    for i in range(200):
+        client.redis.xgroup_create(stream, f"~session:other{i}", "$", mkstream=True)
+    kinds: dict[str, dict[str, Any]] = {
+        "plain": {}, "limited": {"max_depth": 3, "overflow": "drop_oldest"}}  # fmt: skip
+    for name, limits in kinds.items():
+        s = client.session(name, timeout=60, **limits)
+        s.register_interest("orders")
+        s.close(keepalive=True)
+    for i in range(1, 6):
+        ch.publish(f"e{i}")
+    before = _group_lists(client)
+    for name, limits in kinds.items():
+        s = client.session(name, timeout=60, **limits)
+        assert s.resumed
+        s.close(keepalive=True)
+    assert _group_lists(client) - before == 0
+    assert _queue(client, "limited") == ([], [b"e3", b"e4", b"e5"])
+    assert _queue(client, "plain") == ([], [b"e1", b"e2", b"e3", b"e4", b"e5"])
+    s = client.session("plain", timeout=60)
+    assert s.info().depth == 5  # counted when asked for
+    s.close(keepalive=True)

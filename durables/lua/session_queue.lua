@@ -9,8 +9,10 @@
 -- ARGV[1]  session id
 -- ARGV[2]  'max|dmax|overflow|lease_ms' to set the limits, '-' to remove them, '' to keep
 -- ARGV[3]  '1' the session is live, '0' it is away, '' judge by its consumer's idle time
--- Returns  {depth (-1: no queue here), pending, limit (0: none), events dropped since last
---          asked, 'closed' if an overflow closed it}.
+-- ARGV[4]  '0': the caller needs no depth of a queue without limits (no XINFO GROUPS, which
+--          answers for every group of the channel); else '1'
+-- Returns  {depth (-1: no queue here; 0 when not needed), pending, limit (0: none), events
+--          dropped since last asked, 'closed' if an overflow closed it}.
 -- Errors   none of its own.
 --@include clock
 --@include queue_limits
@@ -23,7 +25,9 @@ if ARGV[2] == '-' then
 elseif ARGV[2] ~= '' then
   local old = redis.call('HGET', q.limits, sid)
   local expanded = old and split_spec(old).expanded and '1' or '0'
-  redis.call('HSET', q.limits, sid, ARGV[2] .. '|' .. expanded)
+  -- the group's noted position stays: it is the group's, whatever its limits
+  local position = old and string.match(old, '^[^|]*|[^|]*|[^|]*|[^|]*|[^|]*(.*)$') or ''
+  redis.call('HSET', q.limits, sid, ARGV[2] .. '|' .. expanded .. position)
 end
 local dropped = tonumber(redis.call('HGET', q.overflowed, 'dropped:' .. sid) or '0')
 local closed = redis.call('HGET', q.overflowed, 'closed:' .. sid)
@@ -40,8 +44,11 @@ if not redis.call('HGET', q.limits, sid) then  -- no limits: just the queue
   if redis.call('EXISTS', q.stream) == 0 then
     return {-1, 0, 0, dropped, ''}
   end
+  if ARGV[4] == '0' then
+    return {0, 0, 0, dropped, ''}
+  end
   local depth, pending = session_queue(q.stream, '~session:' .. sid, all_groups(q.stream))
   return {depth or -1, pending, 0, dropped, ''}
 end
-local depth, pending, limit = check_queue(q, sid, published, live, new_look(q, true))
+local depth, pending, limit = check_queue(q, sid, published, live, new_look(q))
 return {depth, pending, limit, dropped, ''}

@@ -61,14 +61,20 @@ def _queue(reply: Any) -> Queue:
 
 
 def queue(
-    k: keys.ChannelKeys, session_id: str, limits: str = "", live: bool | None = None
+    k: keys.ChannelKeys,
+    session_id: str,
+    limits: str = "",
+    live: bool | None = None,
+    depth: bool = True,
 ) -> Op[Queue]:
     """Look at (and with `limits` 'max|dmax|overflow|lease_ms', or '-' to remove, set) the
-    session's queue on a channel; `live` as the client knows it."""
+    session's queue on a channel; `live` as the client knows it. Without `depth`, a queue
+    without limits reports depth 0: counting it asks for every group of the channel."""
     flag = "" if live is None else "1" if live else "0"
     return script("session_queue",
                   [k.stream, k.meta, k.session_trips, k.session_limits, k.overflowed],
-                  [session_id, limits, flag], parse=_queue, context=_about(session_id))  # fmt: skip
+                  [session_id, limits, flag, "1" if depth else "0"], parse=_queue,
+                  context=_about(session_id))  # fmt: skip
 
 
 def touch(ns: str, session_id: str, token: str, lease_ms: int) -> Op[bool]:

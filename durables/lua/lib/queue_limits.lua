@@ -216,8 +216,8 @@ end
 
 -- Look at one session's queue now: apply the limit, reset its trip point.
 -- live: true / false as the caller knows it, or nil to judge by its consumer's idle time.
--- look: as for mirrored_queue, with also `groups` (all_groups, once asked), `fresh` (true:
--- read the group's position, do not trust the noted one) and `newest` (see drop_oldest).
+-- look: as for mirrored_queue, with also `groups` (all_groups, once asked) and `newest`
+-- (see drop_oldest).
 -- Returns depth, pending, limit (depth -1 when the session has no group or no limits).
 local function check_queue(q, sid, published, live, look)
   local raw = redis.call('HGET', q.limits, sid)
@@ -227,10 +227,7 @@ local function check_queue(q, sid, published, live, look)
   end
   local spec = split_spec(raw)
   local group = '~session:' .. sid
-  local depth, pending, info, consumers
-  if not look.fresh then
-    depth, pending, info, consumers = mirrored_queue(q.stream, group, spec, look)
-  end
+  local depth, pending, info, consumers = mirrored_queue(q.stream, group, spec, look)
   local mirrored = depth ~= nil
   if not mirrored then
     look.groups = look.groups or all_groups(q.stream)
@@ -294,8 +291,8 @@ end
 
 -- The look shared by every session checked at one time (see check_queue). q.moves: the meta
 -- hash's 'moves' if the caller has read it.
-local function new_look(q, fresh)
-  return {moves = q.moves or redis.call('HGET', q.meta, 'moves') or '0', fresh = fresh}
+local function new_look(q)
+  return {moves = q.moves or redis.call('HGET', q.meta, 'moves') or '0'}
 end
 
 -- After publishing: look at the sessions whose trip point the publish count reached.
@@ -305,7 +302,7 @@ local function check_trips(q, published, newest)
   if #due == 0 then
     return
   end
-  local look = new_look(q, false)
+  local look = new_look(q)
   look.newest = newest
   for _, sid in ipairs(due) do
     check_queue(q, sid, published, nil, look)
