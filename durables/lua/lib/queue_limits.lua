@@ -32,24 +32,27 @@ local function split_spec(raw)
     seen = tonumber(p[10])}
 end
 
--- When a group's consumers last interacted with it (read, or tried to) by the server's
--- clock, from their XINFO CONSUMERS reply, which must be the call just before: the latest
--- of their idle times subtracted from the time now (so never before the truth); 0 if it
--- has none.
-local function last_seen(consumers)
-  local seen = 0
-  if #consumers > 0 then
-    local now = now_ms()
-    for _, c in ipairs(consumers) do
-      for i = 1, #c, 2 do
-        if c[i] == 'idle' then
-          seen = math.max(seen, now - c[i + 1])
-          break
-        end
+-- How long since any of a group's consumers last interacted with it (read, or tried to),
+-- from their XINFO CONSUMERS reply; nil if it has none.
+local function least_idle(consumers)
+  local least = nil
+  for _, c in ipairs(consumers) do
+    for i = 1, #c, 2 do
+      if c[i] == 'idle' then
+        least = math.min(least or c[i + 1], c[i + 1])
+        break
       end
     end
   end
-  return seen
+  return least
+end
+
+-- When a group's consumers last interacted with it, by the server's clock, from their XINFO
+-- CONSUMERS reply, which must be the call just before (so never before the truth); 0 if
+-- it has none.
+local function last_seen(consumers)
+  local idle = least_idle(consumers)
+  return idle and now_ms() - idle or 0
 end
 
 -- Every group of the stream: name -> its XINFO GROUPS reply, fields and values in turn
@@ -160,14 +163,8 @@ end
 -- Whether a session is live: its consumer was active within its lease.
 -- consumers: the group's XINFO CONSUMERS reply.
 local function session_live(consumers, lease_ms)
-  for _, c in ipairs(consumers) do
-    for i = 1, #c, 2 do
-      if c[i] == 'idle' then
-        return c[i + 1] < lease_ms
-      end
-    end
-  end
-  return false
+  local idle = least_idle(consumers)
+  return idle ~= nil and idle < lease_ms
 end
 
 -- Drop a session's `excess` oldest queued events: pending ones first (`pending` of them),
