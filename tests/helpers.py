@@ -1,5 +1,6 @@
 """Small helpers shared by the behaviour tests: publishing numbered events, their texts,
-fetching a number of events within a time limit, fetching in threads, waiting for a condition."""
+fetching a number of events within a time limit, fetching in threads, waiting for a condition,
+counting the server's commands."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
+from typing import Any
 
 import durables
 
@@ -38,6 +40,13 @@ def wait_for(predicate: Callable[[], object], timeout: float = 20.0) -> bool:
             return True
         time.sleep(0.05)
     return False
+
+
+def command_calls(redis: Any, name: str) -> int:
+    """How many times a standalone server ran a command ('evalsha', 'xinfo|groups', ...),
+    scripts' inner calls included."""
+    stats: Any = redis.info("commandstats")
+    return int(stats.get(f"cmdstat_{name}", {}).get("calls", 0))
 
 
 @contextmanager

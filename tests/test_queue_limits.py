@@ -14,6 +14,7 @@ import pytest
 import durables
 
 from .conftest import FAST
+from .helpers import command_calls
 
 AWAY_S = FAST["lease_timeout_s"] * 1.5
 """Long enough for the server to see a session as away (its consumer idle past its lease)."""
@@ -206,15 +207,8 @@ def _at_limit(client: durables.Client, session_id: str) -> durables.Channel:
     return ch
 
 
-def _commands(client: durables.Client, name: str) -> int:
-    """How many times the server ran a command (XINFO GROUPS: 'xinfo|groups'), scripts'
-    inner calls included."""
-    stats: Any = client.redis.info("commandstats")
-    return int(stats.get(f"cmdstat_{name}", {}).get("calls", 0))
-
-
 def _group_lists(client: durables.Client) -> int:
-    return _commands(client, "xinfo|groups")
+    return command_calls(client.redis, "xinfo|groups")
 
 
 def test_publishing_to_a_session_at_its_limit_asks_for_no_other_groups(
@@ -315,9 +309,9 @@ def test_a_batch_beyond_a_sessions_limit_leaves_it_the_newest_without_reading_th
     ch = _at_limit(client, "lossy")
     stream, group = client.keys("orders").stream, durables.keys.session_group("lossy")
     client.redis.xreadgroup(group, durables.ops.sessions.CONSUMER, {stream: ">"}, count=1)
-    before = _commands(client, "xrange")
+    before = command_calls(client.redis, "xrange")
     ch.publish_many([durables.Message(f"f{i}") for i in range(1, 101)])
-    assert _commands(client, "xrange") - before == 0
+    assert command_calls(client.redis, "xrange") - before == 0
     assert _queue(client, "lossy") == ([], [b"f98", b"f99", b"f100"])
     ch.publish_many([durables.Message(f"g{i}", message_id=f"m{i}") for i in range(1, 5)])
     assert _queue(client, "lossy") == ([], [b"g2", b"g3", b"g4"])
