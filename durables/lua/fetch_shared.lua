@@ -1,11 +1,13 @@
--- The dispatcher of shared and serial durables, run at each fetch of an attached consumer:
--- renew the caller's lease, acknowledge what it finished, reap consumers whose lease lapsed,
--- then deal waiting events round robin to the attached consumers that have window room
--- (lib/deal.lua). Serial durables deal nothing while anything dealt is unacknowledged, and
--- then deal to one consumer only (the caller first). The caller reads its own pending
--- events right after, in the same pipeline (XREADGROUP ... 0), so payloads never pass
--- through Lua; then new events straight from the channel through its taps, if this script
--- opened one (lib/members.lua): the steady path, with no pool, no XCLAIM and no bell.
+-- The dispatcher of shared and serial durables, run at each fetch of an attached consumer,
+-- right after the caller's plain acknowledgements (`XACK`, in the same pipeline: passed
+-- in here, each id cost the server as much again): renew the caller's lease, reap
+-- consumers whose lease lapsed, then deal waiting events round robin to the attached
+-- consumers that have window room (lib/deal.lua). Serial durables deal nothing while
+-- anything dealt is unacknowledged, and then deal to one consumer only (the caller
+-- first). The caller reads its own pending events right after, in the same pipeline
+-- (XREADGROUP ... 0), so payloads never pass through Lua; then new events straight from
+-- the channel through its taps, if this script opened one (lib/members.lua): the steady
+-- path, with no pool, no XCLAIM and no bell.
 -- Shared durables first settle what watchers took (lib/settle.lua), and open an idle
 -- caller's door, so its next wait is one pipeline of its own and no script of this size.
 -- KEYS[1]  the channel's stream
@@ -35,7 +37,6 @@
 --          when nothing comes (it is idle and asks blocking), else 0
 -- ARGV[6]  how long the caller's read through a tap may block, in milliseconds (a tap
 --          opened lives that long and TAP_GRACE_MS more; each read through it renews it)
--- ARGV[7..] ids the caller acknowledges
 -- Returns  {newest stream id (the last possible id when a serial durable's line is taken:
 --          the caller waits for the bell alone), newest bell id ('0-0' for none), {id, count, ...} of the
 --          caller's pending events delivered before, how many were dead-lettered now,
@@ -65,12 +66,6 @@ local now = now_ms()
 
 if not renew_member(d, me, ARGV[3], now) then
   return redis.error_reply('DETACHED this consumer lost its lease and was detached')
-end
-if #ARGV >= 7 then  -- the caller's acknowledgements
-  redis.call('XACK', d.stream, d.group, unpack(ARGV, 7))
-  if redis.call('EXISTS', d.counts) == 1 then  -- passing the ids again costs ~0.2 µs each
-    redis.call('HDEL', d.counts, unpack(ARGV, 7))
-  end
 end
 local raw_spec = redis.call('HGET', KEYS[2], d.group)
 if not raw_spec then
