@@ -11,12 +11,13 @@ import textwrap
 import time
 
 import pytest
+from redis import Redis
 
 import durables
 from durables import ConfigError, InvalidWindowError
 
 from .children import first_line, python_child
-from .helpers import fetch_all, publish, texts
+from .helpers import command_calls, fetch_all, publish, texts
 
 pytestmark = [pytest.mark.on_cluster, pytest.mark.both_clients]
 
@@ -42,6 +43,31 @@ def test_round_robin_goes_on_where_it_stopped(channel: durables.Channel) -> None
         got_two = two.fetch(timeout=2)
         got_one += one.fetch(timeout=2)
     assert texts(got_one) == ["e1", "e3", "e5"] and texts(got_two) == ["e2", "e4", "e6"]
+
+
+def test_busy_consumers_keep_their_taps_and_turn_the_ring_in_place(
+    channel: durables.Channel,
+) -> None:
+    """Two busy consumers taking turns at a backlog: each fetch deals to the caller alone,
+    through its tap. Keeping the tap open, the door closed and the ring turned one step
+    costs a call each, not a delete and a rewrite (five calls more per fetch before)."""
+    redis = channel.ctx.executor.redis
+    if not isinstance(redis, Redis):
+        pytest.skip("the server's command counts are per node on a cluster")
+    dur = channel.durable("work", kind="shared")
+    publish(channel, 1000)
+    with (
+        dur.consumer("one", prefetch=50, auto_ack=True) as one,
+        dur.consumer("two", prefetch=50, auto_ack=True) as two,
+    ):
+        got = [e.id for _ in range(2) for c in (one, two) for e in c.fetch(timeout=2)]
+        before = {name: command_calls(redis, name) for name in ("del", "rpush", "lmove")}
+        for _ in range(6):
+            got += [e.id for c in (one, two) for e in c.fetch(timeout=2)]
+        after = {name: command_calls(redis, name) - before[name] for name in before}
+    assert len(got) == len(set(got)) == 800
+    assert after["del"] == 0 and after["rpush"] == 0
+    assert after["lmove"] == 12  # the ring turned past the caller at each fetch
 
 
 def test_window_caps_what_a_consumer_holds_and_ack_makes_room(channel: durables.Channel) -> None:

@@ -78,12 +78,18 @@ reap(d, now)  -- lapsed consumers' events and due rollbacks go back first in lin
 local order, room, total, busy, filters, held = rooms(d)
 local taps = live_taps(d)
 local serial = spec['kind'] == 'serial'
+local marked = false  -- some member waits (lib/settle.lua)
 if not serial then
-  if settle(d, order, room, filters, taps) then  -- events watchers took
+  local settled
+  settled, marked = settle(d, order, room, filters, taps)  -- events watchers took
+  if settled then
     order, room, total, busy, filters, held = rooms(d)
   end
-  redis.call('HDEL', d.waits, me)  -- fetching: its wait, if any, is over
+  if marked then
+    redis.call('HDEL', d.waits, me)  -- fetching: its wait, if any, is over
+  end
 end
+local mine_taps = taps[me]
 taps[me] = nil  -- the caller's own: decided again below
 local took, tapping, waiting = 0, false, false  -- ARGV[5], as the durable's kind reads it
 if serial then
@@ -131,10 +137,12 @@ local wait = waiting and block_ms > 0 and (room[me] or 0) > 0 and filter_tree(sp
 for _, consumer in ipairs(order) do
   wait = wait and filters[consumer] == nil
 end
-set_tap(d, KEYS[12], me, full, block_ms + TAP_GRACE_MS)
+set_tap(d, KEYS[12], me, full, block_ms + TAP_GRACE_MS, listed(mine_taps, KEYS[12]))
 if not serial then
-  set_tap(d, KEYS[14], me, wait, block_ms + TAP_GRACE_MS)  -- its door
-  watch(d, KEYS[12], KEYS[14], me, block_ms + TAP_GRACE_MS)
+  set_tap(d, KEYS[14], me, wait, block_ms + TAP_GRACE_MS, listed(mine_taps, KEYS[14]))  -- door
+  if marked then  -- else nobody waits to be woken to watch
+    watch(d, KEYS[12], KEYS[14], me, block_ms + TAP_GRACE_MS)
+  end
 end
 
 local redelivered = redelivered_of(d.stream, d.group, d.counts, me)

@@ -138,18 +138,33 @@ local function close_taps(d, taps, consumer)
 end
 
 -- Open (`on`) the tap `key` of `consumer` for `ttl_ms` (its reader renews it with each
--- read through it, `PEXPIRE`), or close it.
-local function set_tap(d, key, consumer, on, ttl_ms)
-  if on then
+-- read through it, `PEXPIRE`), or close it. `live`: whether live_taps(d) listed it among
+-- the consumer's taps (nil: not known). A listed tap is open (taps are listed when made
+-- and unlisted when deleted, and close_taps trusts the list too), so a busy consumer's
+-- fetch keeps its tap and its door closed at one call instead of five.
+local function set_tap(d, key, consumer, on, ttl_ms, live)
+  if on and live then
+    redis.call('PEXPIRE', key, ttl_ms)
+  elseif on then
     if redis.call('EXISTS', key) == 0 then
       redis.call('XGROUP', 'CREATE', key, d.group, '$', 'MKSTREAM')
     end
     redis.call('PEXPIRE', key, ttl_ms)
     redis.call('HSET', d.taps, key, consumer)
-  else
+  elseif live ~= false then
     redis.call('HDEL', d.taps, key)
     redis.call('DEL', key)
   end
+end
+
+-- Whether `key` is among `keys` (a consumer's live taps, as live_taps(d) lists them).
+local function listed(keys, key)
+  for _, k in ipairs(keys or {}) do
+    if k == key then
+      return true
+    end
+  end
+  return false
 end
 
 -- Wake every member reading through a tap (events were handed back, to be dealt again).
@@ -160,9 +175,12 @@ local function wake_taps(taps_key)
   redis.call('DEL', taps_key)
 end
 
--- Turn the ring so that order[at] comes first (order: the ring as read; at 1 changes nothing).
+-- Turn the ring so that order[at] comes first (order: the ring as read; at 1 changes
+-- nothing). One step, the usual turn, is one LMOVE.
 local function turn_ring(d, order, at)
-  if at ~= 1 then
+  if at == 2 then
+    redis.call('LMOVE', d.ring, d.ring, 'LEFT', 'RIGHT')
+  elseif at ~= 1 then
     redis.call('DEL', d.ring)
     redis.call('RPUSH', d.ring, unpack(order, at))
     redis.call('RPUSH', d.ring, unpack(order, 1, at - 1))
@@ -173,8 +191,13 @@ end
 local function turn_past(d, order, me)
   for i, consumer in ipairs(order) do
     if consumer == me and #order > 1 then
-      turn_ring(d, order, i % #order + 1)
-      return redis.call('LRANGE', d.ring, 0, -1)
+      local at = i % #order + 1
+      turn_ring(d, order, at)
+      local turned = {}
+      for j = 0, #order - 1 do
+        turned[j + 1] = order[(at - 1 + j) % #order + 1]
+      end
+      return turned
     end
   end
   return order

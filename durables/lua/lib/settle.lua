@@ -35,11 +35,12 @@ end
 
 -- Settle the events watchers took. `order`, `room`, `filters`: as rooms(d) returned
 -- them; `taps`: live_taps(d). A mark stays while its member still waits (nothing taken,
--- tap open, still a member); true if anything was settled (the ring or holdings changed).
+-- tap open, still a member); true if anything was settled (the ring or holdings changed),
+-- and then whether any member had a mark (none: nobody waits, nor can till this script ends).
 local function settle(d, order, room, filters, taps)
   local marks = redis.call('HGETALL', d.waits)
   if #marks == 0 then
-    return false
+    return false, false
   end
   local took, in_ring = {}, {}
   for _, consumer in ipairs(order) do
@@ -62,7 +63,7 @@ local function settle(d, order, room, filters, taps)
     end
   end
   if #took == 0 then
-    return false
+    return false, true
   end
   table.sort(took, function(a, b) return id_before(a[1], b[1]) end)
   local at, woke, back = 1, false, {}
@@ -90,7 +91,7 @@ local function settle(d, order, room, filters, taps)
   if woke then
     ring_bell(d.bell)  -- a member waiting for the bell, not in a read of its own
   end
-  return true
+  return true, true
 end
 
 -- A watcher's mark: the newest event any member of the durable holds ('0-0' for none),
