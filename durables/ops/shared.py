@@ -1,7 +1,7 @@
 """The shared / serial consumer's state machine, without I/O.
 
-Each fetch is one round trip: the acks of the previous batch (plain `XACK`), the
-dispatcher script (`fetch_shared.lua`), a read of the caller's own pending events
+Each fetch is one round trip: the dispatcher script (`fetch_shared.lua`, which also
+carries the acks of the previous batch), a read of the caller's own pending events
 (`XREADGROUP ... 0`), so payloads never pass through Lua, then reads of new events
 straight from the channel through the caller's taps (lib/members.lua), which happen
 only if the script opened one. A serial consumer's read blocks while nothing comes (a
@@ -102,7 +102,6 @@ class SharedHandout:
         """READY: this idle shared consumer may wait without the dispatcher, else 0."""
         self._watching = False  # it watches on past its last wait (settle_shared.lua)
         self._fast = False  # the fetch in flight is `_tap_fetch`
-        self._lead = 0  # the dispatcher's fetch in flight: its plain acks before the script
         self._stage = "deal"  # the fetch in flight: "deal", or "wait" (`_wait`)
 
     def attach(self) -> Op[int]:
@@ -143,22 +142,18 @@ class SharedHandout:
         self._stage = "deal"
         if waiting and self.wait_open:
             return self._wait()
-        # the acks go first, plain: in the script each id cost the server as much as
-        # the XACK itself did (made a Lua string, then an argument again)
-        acks = self._acks(self._in_flight)
-        self._lead = len(acks)
         deal: Op[Any] = script("fetch_shared", self._fetch_keys,
                                [d, self.id, self.lease_ms, len(self.handed), took,
-                                self._block_ms],
+                                self._block_ms, *self._in_flight],
                                context=self.context)  # fmt: skip
         read = self._pending()
         if self.serial:
-            return [*acks, deal, read, self._tap_read(max(1, room))]
+            return [deal, read, self._tap_read(max(1, room))]
         if not tapping:
-            return [*acks, deal, read]
+            return [deal, read]
         # a shared durable's tap: the rest of the room, when the script dealt the caller
         # the first new event (deal_first); never blocking, as others may gain room
-        return [*acks, deal, read, self._tap_read(room - 1, block=False)]
+        return [deal, read, self._tap_read(room - 1, block=False)]
 
     def _tap_read(self, count: int, block: bool = True) -> Op[list[Any] | None]:
         """Up to `count` new events straight from the channel while the tap is open (None
@@ -265,8 +260,7 @@ class SharedHandout:
             self._took = len(new or ())
             # blocked through the tap, or found it closed: either way, fetch again at once
             return Dealt("", "", self._events(new or [], {}), None, waited=True)
-        # after the acks; then the read through the tap, if the fetch sent it
-        reply, pending, *tapped = replies[self._lead :]
+        reply, pending, *tapped = replies  # the read through the tap, if the fetch sent it
         newest, rung, flat, _buried, version, by, *taps = reply
         tap = taps[0] if taps else 0
         new = (tapped[0] or []) if tapped else []
