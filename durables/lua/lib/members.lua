@@ -176,28 +176,29 @@ local function wake_taps(taps_key)
 end
 
 -- Turn the ring so that order[at] comes first (order: the ring as read; at 1 changes
--- nothing). One step, the usual turn, is one LMOVE.
+-- nothing); returns the ring in its new order. One step, the usual turn, is one LMOVE.
 local function turn_ring(d, order, at)
+  if at == 1 then
+    return order
+  end
+  local turned = {}
+  for i = 0, #order - 1 do
+    turned[i + 1] = order[(at - 1 + i) % #order + 1]
+  end
   if at == 2 then
     redis.call('LMOVE', d.ring, d.ring, 'LEFT', 'RIGHT')
-  elseif at ~= 1 then
+  else
     redis.call('DEL', d.ring)
-    redis.call('RPUSH', d.ring, unpack(order, at))
-    redis.call('RPUSH', d.ring, unpack(order, 1, at - 1))
+    redis.call('RPUSH', d.ring, unpack(turned))
   end
+  return turned
 end
 
 -- Turn the ring past `me`, as if it was dealt to last; returns the ring in its new order.
 local function turn_past(d, order, me)
   for i, consumer in ipairs(order) do
     if consumer == me and #order > 1 then
-      local at = i % #order + 1
-      turn_ring(d, order, at)
-      local turned = {}
-      for j = 0, #order - 1 do
-        turned[j + 1] = order[(at - 1 + j) % #order + 1]
-      end
-      return turned
+      return turn_ring(d, order, i % #order + 1)
     end
   end
   return order
