@@ -113,8 +113,11 @@ def test_ratios_agree_with_the_rates(rows: dict[str, dict[str, Any]]) -> None:
             if ours is None or theirs is None:
                 assert row[f"ratio_{other}"] is None
             else:
-                # the report rounds ratios to 4 decimals: Spark's are below 0.1
-                expected = pytest.approx(ours / theirs, rel=1e-3, abs=5e-5)
+                # the report rounds rates to 0.1 and ratios (taken before that) to 4
+                # decimals: a ratio worked out again from the rounded rates is off by
+                # their rounding too, which is large for Spark's few rows per second
+                rounding = 0.05 / theirs * (1 + ours / theirs) + 5e-5
+                expected = pytest.approx(ours / theirs, rel=1e-3, abs=rounding)
                 assert row[f"ratio_{other}"] == expected
 
 
