@@ -27,6 +27,8 @@ NAMES = (
     "fetch_shared",
     "settle_shared",
     "join_shared",
+    "ack_shared",
+    "ack_tap",
     "leave_shared",
     "rollback_shared",
     "release_shared",

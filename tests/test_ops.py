@@ -310,9 +310,10 @@ def test_an_idle_shared_consumer_waits_in_one_pipeline_once_the_dispatcher_allow
     h.on_fetch([dealt_reply(tap=2), []])  # idle, nothing came: its door is open
     assert h.wait_open
     h.commit(h.on_fetch([dealt_reply(tap=2), [entry("1-0", d="a")]]).events)
-    ack, join, door, watch, settle, pending = h.fetch(0.5)
-    assert ack.args == ("XACK", K.stream, "d", "1-0")  # dealt with no count: none to drop
-    assert join.script == "join_shared" and settle.script == "settle_shared"
+    join, door, watch, settle, pending = h.fetch(0.5)
+    # the acks go in the script, made only while its door is open; none dealt with a count
+    assert join.script == "join_shared" and join.args == ("d", "w#1", 500, 0, "1-0")
+    assert settle.script == "settle_shared"
     # each read blocks half the time; only a consumer woken to watch reads the channel
     assert door.args == ("XREADGROUP", "GROUP", "d", "w#1", "COUNT", 1, "BLOCK", 250,
                          "STREAMS", K.door("d", "w#1"), ">")  # fmt: skip
@@ -323,9 +324,16 @@ def test_an_idle_shared_consumer_waits_in_one_pipeline_once_the_dispatcher_allow
     assert [e.id for e in got.events] == ["2-0"] and got.waited
     assert h.wait_open and h.stop_waiting() is not None  # it watches on: leaving says so
     assert h.stop_waiting() is None
-    assert len(h.fetch(0.5)) == 5  # no acks owed: join, door, channel, settle, pending
-    h.on_fetch([1, None, None, 0, []])  # its door was closed: through the dispatcher next
-    assert not h.wait_open and h.fetch(0.5)[0].script == "fetch_shared"
+    h.commit(got.events)
+    join, *_reads, pending = h.fetch(0.5)
+    assert join.args[-2:] == (0, "2-0")
+    # its door was closed: the acks were not made, and go through the dispatcher next (the
+    # event, still pending here, is not handed out again)
+    assert h.on_fetch([0, None, None, 0, [entry("2-0", d="b")]]).events == []
+    assert not h.wait_open and h.discarded == 0
+    deal = h.fetch(0.5)[0]
+    assert deal.script == "fetch_shared" and deal.args[6:] == ("2-0",)
+    h.on_fetch([dealt_reply(), []])
     assert h.fetch(0.0)[0].script == "fetch_shared"  # and never without blocking
 
 
@@ -340,26 +348,28 @@ def test_serial_fetch_reads_new_events_through_its_tap_and_keeps_it_while_it_ask
     got = h.on_fetch([dealt_reply(tap=1), [], tapped.parse(came)])
     assert [e.id for e in got.events] == ["1-0"] and got.waited and h.tap_open
     h.commit(got.events)
-    # the tap is open and nothing is held: the acks, the tap renewed and read, no script
-    xack, renew, read = h.fetch(0.5)
-    assert xack.args == ("XACK", K.stream, "d", "1-0")
-    assert renew.args == ("PEXPIRE", tap, 1500) and read.args == tapped.args
+    # the tap is open and nothing is held: the tap renewed and the acks made while it is
+    # open (one small script, not the dispatcher), then read
+    renew, read = h.fetch(0.5)
+    assert renew.script == "ack_tap" and renew.keys == (K.stream, tap, K.redeliveries("d"))
+    assert renew.args == ("d", 1500, 0, "1-0") and read.args == tapped.args
     closed = h.on_fetch(
-        [1, 1, False, read.parse(ResponseError("UNBLOCKED the stream key no longer exists"))]
+        [False, read.parse(ResponseError("UNBLOCKED the stream key no longer exists"))]
     )
     assert closed.events == [] and closed.waited and not h.tap_open
+    deal = h.fetch(0.5)[0]  # the tap was closed: the acks were not made, the dispatcher has them
+    assert deal.script == "fetch_shared" and deal.args[6:] == ("1-0",)
 
 
-def test_a_plain_ack_drops_the_redelivery_counts_of_the_events_dealt_with_one() -> None:
+def test_a_tap_fetch_drops_the_redelivery_counts_of_the_events_dealt_with_one() -> None:
     h = SharedHandout(K, "d", "serial", "w#1", window=3, lease_ms=1000)
     h.fetch(0.5)
     pending = [entry("1-0", d="a"), entry("2-0", d="b")]
     got = h.on_fetch([dealt_reply([b"1-0", b"1"], tap=1), pending, []])
     assert [(e.id, e.redelivery_count) for e in got.events] == [("1-0", 1), ("2-0", 0)]
     h.commit(got.events)
-    xack, hdel, _renew, _read = h.fetch(0.5)
-    assert xack.args == ("XACK", K.stream, "d", "1-0", "2-0")
-    assert hdel.args == ("HDEL", K.redeliveries("d"), "1-0")
+    renew, _read = h.fetch(0.5)
+    assert renew.script == "ack_tap" and renew.args[1:] == (1500, 1, "1-0", "2-0")  # counted first
     h.fetch_failed()  # not sent: through the dispatcher, which drops the counts itself
     deal = h.fetch(0.5)[0]
     assert deal.script == "fetch_shared" and deal.args[-2:] == ("1-0", "2-0")
@@ -367,7 +377,10 @@ def test_a_plain_ack_drops_the_redelivery_counts_of_the_events_dealt_with_one() 
     _renew, read = h.fetch(0.5)
     came = read.parse([[K.stream.encode(), [entry("3-0", d="c")]]])
     h.commit(h.on_fetch([True, came]).events)
-    assert [op.args[0] for op in h.fetch(0.5)] == ["XACK", "PEXPIRE", "XREADGROUP"]
+    renew, _read = h.fetch(0.5)
+    assert renew.args[1:] == (1500, 0, "3-0")
+    h.on_fetch([True, []])
+    assert h.fetch(0.5)[0].args == ("PEXPIRE", K.tap("d", "w#1"), 1500)  # no acks: no script
 
 
 def test_shared_acks_an_entry_trimmed_while_pending() -> None:
@@ -376,14 +389,33 @@ def test_shared_acks_an_entry_trimmed_while_pending() -> None:
     assert h.to_ack == ["4-0"]
 
 
-def test_shared_flush_acks_and_rings_the_bell() -> None:
+def test_shared_flush_acks_behind_the_membership_check() -> None:
     h = handout()
     assert h.flush() == []
     h.commit(h.on_fetch([dealt_reply(), [entry("1-0", d="a")]]).events)
-    xack, hdel, ring = h.flush()
-    assert xack.args == ("XACK", K.stream, "d", "1-0")
-    assert hdel.args == ("HDEL", K.redeliveries("d"), "1-0")
-    assert ring.args[:2] == ("XADD", K.bell("d"))
+    (ack,) = h.flush()
+    assert ack.script == "ack_shared" and ack.args == ("d", "w#1", "1-0")
+    assert ack.keys == (K.stream, K.members("d"), K.redeliveries("d"), K.bell("d"))
+    assert ack.parse(1) is True and ack.parse(0) is False  # refused: detached meanwhile
+    got = h.on_fetch([dealt_reply(), [entry("2-0", d="b")]]).events
+    h.commit(got)
+    assert len(h.flush()) == 1
+    h.commit(got)  # again: acknowledged already, and not sent twice
+    assert h.flush() == []
+
+
+def test_a_consumer_joined_again_as_a_new_member_forgets_what_it_held() -> None:
+    h = handout()
+    held = h.on_fetch([dealt_reply(), [entry("1-0", d="a"), entry("2-0", d="b")]]).events
+    h.commit(held[:1])
+    h.on_attach((0, True))  # a member still (an outage within its lease): all kept
+    assert h.to_ack == ["1-0"] and h.handed == {"2-0"}
+    h.on_attach((0, False))  # detached meanwhile: its events were dealt again
+    assert h.to_ack == [] and h.handed == set()
+    h.commit(held)
+    assert h.flush() == []
+    again = h.on_fetch([dealt_reply([b"1-0", b"1"]), [entry("1-0", d="a")]]).events
+    assert [e.id for e in again] == ["1-0"]  # dealt back here: new, not a lost ack
 
 
 def test_shared_notices_another_consumers_store_filter_once() -> None:

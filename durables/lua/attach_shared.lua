@@ -13,7 +13,10 @@
 -- ARGV[3]  window: most unacknowledged events this consumer may hold
 -- ARGV[4]  lease length in milliseconds
 -- ARGV[5]  the consumer's filter tree as JSON, or '' for none
--- Returns  the store filter's version as this consumer sees it (0: none yet).
+-- Returns  {the store filter's version as this consumer sees it (0: none yet), 1 if it was
+--          a member already (attaching again after an outage within its lease), else 0:
+--          new, or detached meanwhile for a lapsed lease, so what it held was dealt again
+--          and is no longer its to acknowledge}.
 -- Errors   NODURABLE.
 --@include clock
 --@include pool
@@ -26,6 +29,7 @@ local tree = cjson.null
 if ARGV[5] ~= '' then
   tree = cjson.decode(ARGV[5])
 end
+local member = redis.call('HEXISTS', d.members, ARGV[2])
 add_member(d, ARGV[2], tonumber(ARGV[3]), tree, ARGV[4])
 wake_taps(KEYS[5])
 local version = store_filter(d)['version']
@@ -33,4 +37,4 @@ if ARGV[5] ~= '' then
   version = version + 1
   set_store_filter(d, tree, ARGV[2], version)
 end
-return version
+return {version, member}

@@ -8,11 +8,17 @@
 -- KEYS[5]  the durable's waits hash
 -- KEYS[6]  the caller's tap
 -- KEYS[7]  the caller's door
+-- KEYS[8]  the durable's redelivery counts
 -- ARGV[1]  durable name (the group)
 -- ARGV[2]  the calling consumer's id
 -- ARGV[3]  how long its reads may block, in milliseconds
+-- ARGV[4]  how many of the ids were dealt with a redelivery count (they come first)
+-- ARGV[5..] the ids it acknowledges: only while its door is open (a detached member's
+--          doors are closed before its events are dealt again, and XACK does not check
+--          the holder); else they go through the dispatcher with its next fetch
 -- Returns  1 if it waits, 0 if its door was closed (or events wait to be dealt again):
---          its reads fail at once, and it fetches through the dispatcher next.
+--          its reads fail at once, and it fetches through the dispatcher next. The ids
+--          are acknowledged if and only if it returns 1.
 -- Errors   none of its own.
 --@include members
 --@include settle
@@ -25,6 +31,13 @@ if redis.call('PEXPIRE', door, ttl_ms) == 0 or redis.call('LLEN', d.redo) > 0 th
   set_tap(d, tap, me, false, 0)
   redis.call('HDEL', d.waits, me)
   return 0
+end
+if #ARGV >= 5 then
+  redis.call('XACK', d.stream, d.group, unpack(ARGV, 5))
+  local counted = tonumber(ARGV[4])
+  if counted > 0 then
+    redis.call('HDEL', KEYS[8], unpack(ARGV, 5, 4 + counted))
+  end
 end
 if redis.call('HGET', d.waits, me) then  -- watching on (settle_shared.lua): rung already
   return 1

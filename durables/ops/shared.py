@@ -6,22 +6,32 @@ carries the acks of the previous batch), a read of the caller's own pending even
 straight from the channel through the caller's taps (lib/members.lua), which happen
 only if the script opened one. A serial consumer's read blocks while nothing comes (a
 waiting consumer gets a new event in the reply to the read it is blocked in), and its tap
-stays open while it keeps asking (each read renews it), so its steady fetch is its acks
-and that read alone, with no script; whatever changes the dealing closes the taps, and
-the next fetch asks the dispatcher again. A shared consumer reads through its tap only
-right after the script, never blocking, and only while busy: the script opens it when
-the consumer alone has room and deals it the first new event itself. An idle shared
-consumer waits in one pipeline of its own (`_wait`, lib/settle.lua): at its door until
-woken to watch, then reading the channel, so an event wakes one consumer, not all. Events
-already handed out and not yet acknowledged are remembered here, so re-reading the
-pending list hands each event out once.
+stays open while it keeps asking (each read renews it), so its steady fetch is that read
+and a small script that renews the tap and makes the acks only while it is open;
+whatever changes the dealing closes the taps, and the next fetch asks the dispatcher
+again. A shared consumer reads through its tap only right after the script, never
+blocking, and only while busy: the script opens it when the consumer alone has room and
+deals it the first new event itself. An idle shared consumer waits in one pipeline of its
+own (`_wait`, lib/settle.lua): at its door until woken to watch, then reading the
+channel, so an event wakes one consumer, not all. Events already handed out and not yet
+acknowledged are remembered here, so re-reading the pending list hands each event out
+once.
+
+Acks never go as a plain `XACK`, which does not check who holds an event: a member
+detached for a lapsed lease (a pause, an outage) has its events dealt again, and its late
+`XACK` would take them out of the dispatcher's sight while their new holder works on them.
+Each goes behind a check that the caller is still a member, or that its tap or door is
+open (detaching closes them first); a consumer that joins again as a new member forgets
+what it held.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, cast
 
 from .. import keys
@@ -30,6 +40,7 @@ from ..replies import entries_read, text
 from ..selector import Selector
 from .base import Op, as_bool, as_int, command, script
 
+log = logging.getLogger(__name__)
 TAP_CLOSED = frozenset({"NOGROUP", "UNBLOCKED"})
 """A read through a tap the script did not open (or closed while it blocked) fails so."""
 
@@ -104,18 +115,32 @@ class SharedHandout:
         self._fast = False  # the fetch in flight is `_tap_fetch`
         self._stage = "deal"  # the fetch in flight: "deal", or "wait" (`_wait`)
 
-    def attach(self) -> Op[int]:
-        """Join the ring with this window (and filter); the store filter's version comes back."""
+    def attach(self) -> Op[tuple[int, bool]]:
+        """Join the ring with this window (and filter); the store filter's version comes back,
+        and whether it was a member already."""
         k, d = self.k, self.durable
         tree = json.dumps(self.selector.to_json()) if self.selector else ""
         return script("attach_shared", [k.durables, k.members(d), k.alive(d), k.ring(d),
                                         k.taps(d)],
                       [d, self.id, self.window, self.lease_ms, tree],
-                      parse=as_int, context=self.context)  # fmt: skip
+                      parse=_attached, context=self.context)  # fmt: skip
 
-    def on_attach(self, version: int) -> None:
-        self.store_version = version
+    def on_attach(self, attached: tuple[int, bool]) -> None:
+        self.store_version, member = attached
         self.tap_open, self.wait_open = False, 0  # attaching closes every tap
+        if not member:
+            self.forget()
+
+    def forget(self) -> None:
+        """Joined as a new member: anything this consumer held was dealt again when it was
+        detached (a lease that lapsed in a pause or an outage), so its acknowledgements
+        are no longer its to send: the events' new holders own them."""
+        dropped = {*self.to_ack, *self._in_flight, *self.handed}
+        self._acked.difference_update(dropped)  # if they come back here, they are new
+        self._acked_before.difference_update(dropped)
+        self.to_ack, self._in_flight = [], []
+        self.handed.clear()
+        self._counted.clear()
 
     def renew(self) -> Op[bool]:
         return script("renew_member", [self.k.members(self.durable), self.k.alive(self.durable)],
@@ -168,12 +193,15 @@ class SharedHandout:
         renewed (`PEXPIRE`: 0 if it is gone, closed by whatever changed the dealing or
         expired), then read; a closed tap fails the read, and the next fetch asks the
         dispatcher."""
-        ops = self._acks(self._in_flight)
-        tap = self._fetch_keys[11]
-        ops += [command("PEXPIRE", tap, self._block_ms + TAP_GRACE_MS, parse=as_bool,
-                        context=self.context),
-                self._tap_read(max(1, self.window - len(self.handed)))]  # fmt: skip
-        return ops
+        k, tap, ttl = self.k, self._fetch_keys[11], self._block_ms + TAP_GRACE_MS
+        renew: Op[bool]
+        if self._in_flight:
+            renew = script("ack_tap", [k.stream, tap, k.redeliveries(self.durable)],
+                           [self.durable, ttl, *self._acks(self._in_flight)], parse=as_bool,
+                           context=self.context)  # fmt: skip
+        else:
+            renew = command("PEXPIRE", tap, ttl, parse=as_bool, context=self.context)
+        return [renew, self._tap_read(max(1, self.window - len(self.handed)))]
 
     def _pending(self) -> Op[list[Any]]:
         """This consumer's pending events (those handed out already are skipped)."""
@@ -192,10 +220,10 @@ class SharedHandout:
         # a burst is taken whole, and the script behind deals it round robin
         room = max(1, self.window - len(self.handed))
         self._stage = "wait"
-        return [*self._acks(self._in_flight),
-                script("join_shared", [k.stream, k.ring(d), k.redo(d), k.taps(d), k.waits(d),
-                                       tap, door],
-                       [d, self.id, self._block_ms], parse=as_int, context=self.context),
+        return [script("join_shared", [k.stream, k.ring(d), k.redo(d), k.taps(d), k.waits(d),
+                                       tap, door, k.redeliveries(d)],
+                       [d, self.id, self._block_ms, *self._acks(self._in_flight)],
+                       parse=as_int, context=self.context),
                 command("XREADGROUP", "GROUP", d, self.id, "COUNT", 1, "BLOCK", half,
                         "STREAMS", door, ">", parse=_tapped, context=self.context,
                         tolerate=TAP_CLOSED),
@@ -223,21 +251,18 @@ class SharedHandout:
         self._watching = False
         return self._leave()
 
-    def _acks(self, acks: Sequence[str]) -> list[Op[Any]]:
-        """Plain acknowledgements, for a fetch without the dispatcher's script first, and
-        the redelivery counts of those that were dealt with one. An event dealt without a
-        count gets one only if it is dealt again (this consumer's lease lapsed, or its
-        acknowledgement was lost), and its next holder drops it; a count left behind goes
-        at the housekeeping after its event is trimmed (trim.lua). An `HDEL` of every id
-        cost the server about 3 % of a serial consumer's work per event."""
-        if not acks:
-            return []
-        k, d = self.k, self.durable
-        ops: list[Op[Any]] = [command("XACK", k.stream, d, *acks, context=self.context)]
-        counted = self._counted.intersection(acks) if self._counted else ()
-        if counted:
-            ops.append(command("HDEL", k.redeliveries(d), *counted, context=self.context))
-        return ops
+    def _acks(self, acks: Sequence[str]) -> list[Any]:
+        """Acknowledgements for a script that makes them behind its own check (ack_tap.lua,
+        join_shared.lua): how many were dealt with a redelivery count, then the ids, those
+        first. Only their counts are dropped: an event dealt without a count gets one only
+        if it is dealt again (this consumer's lease lapsed, or its acknowledgement was
+        lost), and its next holder drops it; a count left behind goes at the housekeeping
+        after its event is trimmed (trim.lua). An `HDEL` of every id cost the server about
+        3 % of a serial consumer's work per event."""
+        counted = self._counted.intersection(acks) if self._counted else set()
+        if not counted:
+            return [0, *acks]
+        return [len(counted), *counted, *(i for i in acks if i not in counted)]
 
     def fetch_failed(self) -> None:
         """Not sent (or the reply lost): the acks go with the next fetch, through the
@@ -247,19 +272,29 @@ class SharedHandout:
         self.tap_open, self.wait_open = False, 0
 
     def on_fetch(self, replies: Sequence[Any]) -> Dealt:
-        if self._counted:  # acknowledged now, their counts dropped (here or by the script)
-            self._counted.difference_update(self._in_flight)
-        self._in_flight = []
+        acks, self._in_flight = self._in_flight, []
         if self._stage == "wait":
-            *_reads, then, pending = replies
+            joined, *_reads, then, pending = replies
+            if not joined and acks:  # its door was closed: the dispatcher takes them next
+                self.to_ack[:0] = acks
+                back = set(acks)
+                pending = [entry for entry in pending if entry[0].decode() not in back]
+            elif self._counted:
+                self._counted.difference_update(acks)
             self.wait_open, self._watching = (READY if then else 0), then == 2
             return Dealt("", "", self._events(pending, {}), None, waited=True)
         if self._fast:
-            *_acked, renewed, new = replies
+            renewed, new = replies
+            if not renewed:  # its tap was closed: the dispatcher takes the acks next
+                self.to_ack[:0] = acks
+            elif self._counted:
+                self._counted.difference_update(acks)
             self.tap_open = bool(renewed) and new is not None
             self._took = len(new or ())
             # blocked through the tap, or found it closed: either way, fetch again at once
             return Dealt("", "", self._events(new or [], {}), None, waited=True)
+        if self._counted:  # acknowledged by the script, their counts dropped
+            self._counted.difference_update(acks)
         reply, pending, *tapped = replies  # the read through the tap, if the fetch sent it
         newest, rung, flat, _buried, version, by, *taps = reply
         tap = taps[0] if taps else 0
@@ -321,8 +356,11 @@ class SharedHandout:
                        context=self.context)  # fmt: skip
 
     def commit(self, events: Sequence[Event]) -> None:
-        ids = [e.id for e in events]
-        self.handed.difference_update(ids)
+        """Acknowledge events handed out here (an event rolled back, acknowledged already,
+        or no longer this consumer's after it was detached is not acknowledged again)."""
+        handed = self.handed
+        ids = [e.id for e in events if e.id in handed]
+        handed.difference_update(ids)
         self.to_ack.extend(ids)
         self._remember(ids)
 
@@ -340,11 +378,9 @@ class SharedHandout:
         if not acks:
             return []
         k, d = self.k, self.durable
-        return [
-            command("XACK", k.stream, d, *acks, context=self.context),
-            command("HDEL", k.redeliveries(d), *acks, context=self.context),
-            command("XADD", k.bell(d), "MAXLEN", "~", 1, "*", "a", 1, context=self.context),
-        ]
+        return [script("ack_shared", [k.stream, k.members(d), k.redeliveries(d), k.bell(d)],
+                       [d, self.id, *acks], parse=partial(_refused, self.context, len(acks)),
+                       context=self.context)]  # fmt: skip
 
     def rollback(self, events: Sequence[Event], delay_s: float) -> Op[Any] | None:
         if not events:
@@ -370,6 +406,25 @@ class SharedHandout:
                                              k.taps(d)],
                           [d, self.id, *handed], context=self.context))  # fmt: skip
         return ops
+
+
+def _attached(reply: Any) -> tuple[int, bool]:
+    version, member = reply
+    return int(version), bool(member)
+
+
+def _refused(context: str, count: int, reply: Any) -> bool:
+    """Whether acknowledgements sent on their own were made (ack_shared.lua); refused,
+    the consumer had been detached and the events dealt again: they count for their new
+    holder, and come back flagged as redelivered."""
+    if not reply:
+        log.warning(
+            "%s: %d acknowledgement(s) refused: this consumer was detached (its "
+            "lease lapsed) and the events were dealt again",
+            context,
+            count,
+        )
+    return bool(reply)
 
 
 def _tapped(reply: Any) -> list[Any] | None:

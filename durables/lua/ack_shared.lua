@@ -1,0 +1,23 @@
+-- A shared or serial consumer's acknowledgements sent on their own (`ack()`, `commit()`,
+-- the flusher), behind the membership check: XACK does not check which consumer holds an
+-- event, and a consumer detached for a lapsed lease (paused, say) has had its events
+-- dealt again; its late XACK would take them out of the dispatcher's sight while their
+-- new holder still works on them (a serial durable would deal on, a window overfill).
+-- KEYS[1]  the channel's stream
+-- KEYS[2]  the durable's members hash
+-- KEYS[3]  the durable's redelivery counts
+-- KEYS[4]  the durable's bell stream (rung: window room wakes the waiters)
+-- ARGV[1]  durable name (the group)
+-- ARGV[2]  the calling consumer's id
+-- ARGV[3..] the ids it acknowledges
+-- Returns  1 if acknowledged, 0 if the caller is not a member (nothing acknowledged).
+-- Errors   none of its own.
+if redis.call('HEXISTS', KEYS[2], ARGV[2]) == 0 then
+  return 0
+end
+redis.call('XACK', KEYS[1], ARGV[1], unpack(ARGV, 3))
+if redis.call('EXISTS', KEYS[3]) == 1 then
+  redis.call('HDEL', KEYS[3], unpack(ARGV, 3))
+end
+redis.call('XADD', KEYS[4], 'MAXLEN', '~', 1, '*', 'a', 1)
+return 1
