@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Literal
 
 import pytest
 
@@ -26,13 +27,18 @@ SETTINGS = {**FAST, "lease_timeout_s": 30.0, "block_s": 5.0, "socket_timeout_s":
 
 @contextmanager
 def two_consumers(
-    server: RedisProcess, namespace: str, connect: Connect, kind: str, **options: object
+    server: RedisProcess,
+    namespace: str,
+    connect: Connect,
+    kind: Literal["shared", "serial"],
+    prefetch: int,
+    auto_ack: bool | None = None,
 ) -> Iterator[tuple[durables.Channel, durables.Consumer, durables.Consumer]]:
     with connect(server.url, namespace=namespace, **SETTINGS) as client:
         channel = client.channel("orders")
         dur = channel.durable("line", kind=kind)
-        one = dur.consumer("one", **options)
-        two = dur.consumer("two", **options)
+        one = dur.consumer("one", prefetch=prefetch, auto_ack=auto_ack)
+        two = dur.consumer("two", prefetch=prefetch, auto_ack=auto_ack)
         try:
             yield channel, one, two
         finally:
