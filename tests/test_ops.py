@@ -394,7 +394,7 @@ def test_shared_flush_acks_behind_the_membership_check() -> None:
     assert h.flush() == []
     h.commit(h.on_fetch([dealt_reply(), [entry("1-0", d="a")]]).events)
     (ack,) = h.flush()
-    assert ack.script == "ack_shared" and ack.args == ("d", "w#1", "1-0")
+    assert ack.script == "ack_shared" and ack.args == ("d", "w#1", 0, "1-0")
     assert ack.keys == (K.stream, K.members("d"), K.redeliveries("d"), K.bell("d"))
     assert ack.parse(1) is True and ack.parse(0) is False  # refused: detached meanwhile
     got = h.on_fetch([dealt_reply(), [entry("2-0", d="b")]]).events

@@ -9,15 +9,17 @@
 -- KEYS[4]  the durable's bell stream (rung: window room wakes the waiters)
 -- ARGV[1]  durable name (the group)
 -- ARGV[2]  the calling consumer's id
--- ARGV[3..] the ids it acknowledges
+-- ARGV[3]  how many of the ids were dealt with a redelivery count (they come first)
+-- ARGV[4..] the ids it acknowledges
 -- Returns  1 if acknowledged, 0 if the caller is not a member (nothing acknowledged).
 -- Errors   none of its own.
 if redis.call('HEXISTS', KEYS[2], ARGV[2]) == 0 then
   return 0
 end
-redis.call('XACK', KEYS[1], ARGV[1], unpack(ARGV, 3))
-if redis.call('EXISTS', KEYS[3]) == 1 then
-  redis.call('HDEL', KEYS[3], unpack(ARGV, 3))
+redis.call('XACK', KEYS[1], ARGV[1], unpack(ARGV, 4))
+local counted = tonumber(ARGV[3])
+if counted > 0 then
+  redis.call('HDEL', KEYS[3], unpack(ARGV, 4, 3 + counted))
 end
 redis.call('XADD', KEYS[4], 'MAXLEN', '~', 1, '*', 'a', 1)
 return 1

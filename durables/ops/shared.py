@@ -252,13 +252,13 @@ class SharedHandout:
         return self._leave()
 
     def _acks(self, acks: Sequence[str]) -> list[Any]:
-        """Acknowledgements for a script that makes them behind its own check (ack_tap.lua,
-        join_shared.lua): how many were dealt with a redelivery count, then the ids, those
-        first. Only their counts are dropped: an event dealt without a count gets one only
-        if it is dealt again (this consumer's lease lapsed, or its acknowledgement was
-        lost), and its next holder drops it; a count left behind goes at the housekeeping
-        after its event is trimmed (trim.lua). An `HDEL` of every id cost the server about
-        3 % of a serial consumer's work per event."""
+        """Acknowledgements for a script that makes them behind its own check
+        (ack_shared.lua, ack_tap.lua, join_shared.lua): how many were dealt with a
+        redelivery count, then the ids, those first. Only their counts are dropped: an event
+        dealt without a count gets one only if it is dealt again (this consumer's lease
+        lapsed, or its acknowledgement was lost), and its next holder drops it; a count left
+        behind goes at the housekeeping after its event is trimmed (trim.lua). An `HDEL` of
+        every id cost the server about 3 % of a serial consumer's work per event."""
         counted = self._counted.intersection(acks) if self._counted else set()
         if not counted:
             return [0, *acks]
@@ -378,8 +378,11 @@ class SharedHandout:
         if not acks:
             return []
         k, d = self.k, self.durable
+        args = [d, self.id, *self._acks(acks)]
+        if self._counted:
+            self._counted.difference_update(acks)
         return [script("ack_shared", [k.stream, k.members(d), k.redeliveries(d), k.bell(d)],
-                       [d, self.id, *acks], parse=partial(_refused, self.context, len(acks)),
+                       args, parse=partial(_refused, self.context, len(acks)),
                        context=self.context)]  # fmt: skip
 
     def rollback(self, events: Sequence[Event], delay_s: float) -> Op[Any] | None:
