@@ -19,7 +19,7 @@ import logging
 import threading
 import time
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import NoScriptError, RedisError, ResponseError
@@ -171,19 +171,20 @@ class Executor:
             raise lost(exc, context) from exc
         return parse_all(ops, replies)
 
+    # The two senders ask whether there are direct connections, not `isinstance` of
+    # redis-py's `RedisCluster`: that class is a `typing.Protocol`'s, and the check costs
+    # 0.85 µs per round trip for a client that is not one.
     def _pipeline(self, commands: list[tuple[Any, ...]]) -> list[Any]:
-        if isinstance(self.redis, cluster.RedisCluster):
-            return cluster.pipeline(self.redis, commands)
-        assert self._direct is not None
-        return self._direct.pipeline(commands)
+        if self._direct is not None:
+            return self._direct.pipeline(commands)
+        return cluster.pipeline(cast("cluster.RedisCluster", self.redis), commands)
 
     _wire = staticmethod(wire)
 
     def _send(self, op: Op[Any]) -> Any:
-        if isinstance(self.redis, cluster.RedisCluster):
-            return cluster.send(self.redis, self._wire(op))
-        assert self._direct is not None
-        return self._direct.call(self._wire(op))
+        if self._direct is not None:
+            return self._direct.call(self._wire(op))
+        return cluster.send(cast("cluster.RedisCluster", self.redis), self._wire(op))
 
     def _send_capturing(self, op: Op[Any]) -> Any:
         try:

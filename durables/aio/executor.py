@@ -15,7 +15,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Coroutine, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from redis.exceptions import NoScriptError, RedisError, ResponseError
 
@@ -117,18 +117,17 @@ class AsyncExecutor:
             raise lost(exc, context) from exc
         return parse_all(ops, replies)
 
+    # As the sync executor's: no `isinstance` of `RedisCluster` per round trip (0.85 µs).
     async def _pipeline(self, commands: list[tuple[Any, ...]]) -> list[Any]:
-        if isinstance(self.redis, cluster.RedisCluster):
-            return await cluster.pipeline(self.redis, commands)
-        assert self._direct is not None
-        return await self._direct.pipeline(commands)
+        if self._direct is not None:
+            return await self._direct.pipeline(commands)
+        return await cluster.pipeline(cast("cluster.RedisCluster", self.redis), commands)
 
     async def _send_capturing(self, op: Op[Any]) -> Any:
         try:
-            if isinstance(self.redis, cluster.RedisCluster):
-                return await cluster.send(self.redis, wire(op))
-            assert self._direct is not None
-            return await self._direct.call(wire(op))
+            if self._direct is not None:
+                return await self._direct.call(wire(op))
+            return await cluster.send(cast("cluster.RedisCluster", self.redis), wire(op))
         except ResponseError as exc:
             if isinstance(exc, routing.OUTAGE):  # CLUSTERDOWN: an outage, not a reply
                 raise

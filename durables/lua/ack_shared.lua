@@ -13,13 +13,10 @@
 -- ARGV[4..] the ids it acknowledges
 -- Returns  1 if acknowledged, 0 if the caller is not a member (nothing acknowledged).
 -- Errors   none of its own.
+--@include acks
 if redis.call('HEXISTS', KEYS[2], ARGV[2]) == 0 then
   return 0
 end
-redis.call('XACK', KEYS[1], ARGV[1], unpack(ARGV, 4))
-local counted = tonumber(ARGV[3])
-if counted > 0 then
-  redis.call('HDEL', KEYS[3], unpack(ARGV, 4, 3 + counted))
-end
+ack_ids(KEYS[1], ARGV[1], KEYS[3], 3)
 redis.call('XADD', KEYS[4], 'MAXLEN', '~', 1, '*', 'a', 1)
 return 1

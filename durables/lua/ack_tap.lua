@@ -14,12 +14,9 @@
 -- Returns  1 if the tap was open (renewed, ids acknowledged), else 0 (nothing acknowledged:
 --          they go through the dispatcher, fetch_shared.lua).
 -- Errors   none of its own.
+--@include acks
 if redis.call('PEXPIRE', KEYS[2], ARGV[2]) == 0 then
   return 0
 end
-redis.call('XACK', KEYS[1], ARGV[1], unpack(ARGV, 4))
-local counted = tonumber(ARGV[3])
-if counted > 0 then
-  redis.call('HDEL', KEYS[3], unpack(ARGV, 4, 3 + counted))
-end
+ack_ids(KEYS[1], ARGV[1], KEYS[3], 3)
 return 1

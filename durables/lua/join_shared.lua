@@ -22,6 +22,7 @@
 -- Errors   none of its own.
 --@include members
 --@include settle
+--@include acks
 local d = {stream = KEYS[1], ring = KEYS[2], redo = KEYS[3], taps = KEYS[4], waits = KEYS[5],
   group = ARGV[1]}
 local me, tap, door = ARGV[2], KEYS[6], KEYS[7]
@@ -32,13 +33,7 @@ if redis.call('PEXPIRE', door, ttl_ms) == 0 or redis.call('LLEN', d.redo) > 0 th
   redis.call('HDEL', d.waits, me)
   return 0
 end
-if #ARGV >= 5 then
-  redis.call('XACK', d.stream, d.group, unpack(ARGV, 5))
-  local counted = tonumber(ARGV[4])
-  if counted > 0 then
-    redis.call('HDEL', KEYS[8], unpack(ARGV, 5, 4 + counted))
-  end
-end
+ack_ids(d.stream, d.group, KEYS[8], 4)
 if redis.call('HGET', d.waits, me) then  -- watching on (settle_shared.lua): rung already
   return 1
 end
