@@ -8,12 +8,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Literal
+from typing import Literal, cast
 
 import pytest
 
 import durables
 from durables.keys import ChannelKeys
+from durables.shared import SharedReader
 
 from .conftest import FAST, Connect
 from .helpers import texts
@@ -138,3 +139,56 @@ def test_an_idle_shared_consumer_makes_its_acks_only_while_its_door_is_open(
         assert again.text == "e1" and again.redelivered
         assert one.fetch(timeout=0.5) == []  # acks e1 (late) as it waits
         assert holders(server, namespace) == {"two": 1}
+
+
+def test_acks_made_before_the_consumer_attached_again_do_not_count_after(
+    server: RedisProcess, namespace: str
+) -> None:
+    """Another thread's acknowledgement, made before the consumer learnt it was detached
+    and sent after it attached again: the consumer is a member then, but the events it
+    held were dealt again. (The interleaving of the two threads, step by step.)"""
+    with durables.connect(server.url, namespace=namespace, **SETTINGS) as client:
+        channel = client.channel("orders")
+        dur = channel.durable("line", kind="serial")
+        with dur.consumer("one", prefetch=2) as one, dur.consumer("two", prefetch=2) as two:
+            channel.publish("e1")
+            (first,) = one.fetch(timeout=3)
+            lapse(server, namespace, "one")
+            (again,) = two.fetch(timeout=1)
+            assert again.text == "e1" and again.redelivered
+            reader = cast(SharedReader, one.reader)
+            with reader.lock:  # the acknowledging thread: made, not sent yet
+                reader.state.commit([first])
+                late = reader.state.flush()
+            reader.attach()  # the fetching thread: joins again, as a new member
+            assert holders(server, namespace) == {"two": 1}
+            assert reader.executor.run_all(late) == [False]  # refused
+            assert holders(server, namespace) == {"two": 1}
+            channel.publish("e2")
+            assert one.fetch(timeout=0.5) == []  # two holds the line
+
+
+def test_acks_made_before_attaching_again_within_the_lease_are_made_later(
+    server: RedisProcess, namespace: str
+) -> None:
+    """The same interleaving after an outage shorter than the lease: the events are still
+    the consumer's, so the refused acknowledgement is made with a later fetch (the event
+    comes back in its pending list, as after a lost acknowledgement), and nothing is
+    handed out twice."""
+    with durables.connect(server.url, namespace=namespace, **SETTINGS) as client:
+        channel = client.channel("orders")
+        dur = channel.durable("line", kind="serial")
+        with dur.consumer("one", prefetch=2) as one:
+            channel.publish("e1")
+            (first,) = one.fetch(timeout=3)
+            reader = cast(SharedReader, one.reader)
+            with reader.lock:
+                reader.state.commit([first])
+                late = reader.state.flush()
+            reader.attach()  # a member still: it keeps what it held
+            assert reader.executor.run_all(late) == [False]
+            assert holders(server, namespace) == {"one": 1}
+            assert one.fetch(timeout=0.3) == []  # e1 is not handed out again, but acknowledged
+            assert holders(server, namespace) == {}
+            channel.publish("e2")
+            assert texts(one.fetch(timeout=1)) == ["e2"]

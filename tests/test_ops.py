@@ -394,12 +394,17 @@ def test_shared_flush_acks_behind_the_membership_check() -> None:
     assert h.flush() == []
     h.commit(h.on_fetch([dealt_reply(), [entry("1-0", d="a")]]).events)
     (ack,) = h.flush()
-    assert ack.script == "ack_shared" and ack.args == ("d", "w#1", 0, "1-0")
+    assert ack.script == "ack_shared" and ack.args == ("d", "w#1", "", 0, "1-0")
     assert ack.keys == (K.stream, K.members("d"), K.redeliveries("d"), K.bell("d"))
     assert ack.parse(1) is True and ack.parse(0) is False  # refused: detached meanwhile
+    assert ack.parse(-1) is False  # refused: made under an earlier attachment
+    token = h.attach().args[-1]  # each attachment is named afresh, and acks carry its name
+    latest = h.attach().args[-1]
+    assert len(token) == len(latest) == 8 and token != latest
     got = h.on_fetch([dealt_reply(), [entry("2-0", d="b")]]).events
     h.commit(got)
-    assert len(h.flush()) == 1
+    (ack,) = h.flush()
+    assert ack.args[2] == latest
     h.commit(got)  # again: acknowledged already, and not sent twice
     assert h.flush() == []
 

@@ -9,14 +9,22 @@
 -- KEYS[4]  the durable's bell stream (rung: window room wakes the waiters)
 -- ARGV[1]  durable name (the group)
 -- ARGV[2]  the calling consumer's id
--- ARGV[3]  how many of the ids were dealt with a redelivery count (they come first)
--- ARGV[4..] the ids it acknowledges
--- Returns  1 if acknowledged, 0 if the caller is not a member (nothing acknowledged).
+-- ARGV[3]  the token of the attachment the acknowledgements were made under (hex): one
+--          sent from another thread while the consumer attached again (detached
+--          meanwhile, so its events were dealt again) must not count either
+-- ARGV[4]  how many of the ids were dealt with a redelivery count (they come first)
+-- ARGV[5..] the ids it acknowledges
+-- Returns  1 if acknowledged; 0 if the caller is not a member, -1 if it attached again
+--          since (nothing acknowledged either way).
 -- Errors   none of its own.
 --@include acks
-if redis.call('HEXISTS', KEYS[2], ARGV[2]) == 0 then
+local member = redis.call('HGET', KEYS[2], ARGV[2])
+if not member then
   return 0
 end
-ack_ids(KEYS[1], ARGV[1], KEYS[3], 3)
+if not string.find(member, '"t":"' .. ARGV[3] .. '"', 1, true) then
+  return -1
+end
+ack_ids(KEYS[1], ARGV[1], KEYS[3], 4)
 redis.call('XADD', KEYS[4], 'MAXLEN', '~', 1, '*', 'a', 1)
 return 1

@@ -13,6 +13,8 @@
 -- ARGV[3]  window: most unacknowledged events this consumer may hold
 -- ARGV[4]  lease length in milliseconds
 -- ARGV[5]  the consumer's filter tree as JSON, or '' for none
+-- ARGV[6]  a token naming this attachment (hex): acknowledgements sent on their own carry
+--          the token of the attachment they were made under (ack_shared.lua)
 -- Returns  {the store filter's version as this consumer sees it (0: none yet), 1 if it was
 --          a member already (attaching again after an outage within its lease), else 0:
 --          new, or detached meanwhile for a lapsed lease, so what it held was dealt again
@@ -30,7 +32,7 @@ if ARGV[5] ~= '' then
   tree = cjson.decode(ARGV[5])
 end
 local member = redis.call('HEXISTS', d.members, ARGV[2])
-add_member(d, ARGV[2], tonumber(ARGV[3]), tree, ARGV[4])
+add_member(d, ARGV[2], tonumber(ARGV[3]), tree, ARGV[4], ARGV[6])
 wake_taps(KEYS[5])
 local version = store_filter(d)['version']
 if ARGV[5] ~= '' then

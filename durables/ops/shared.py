@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import json
 import logging
+import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import partial
@@ -114,15 +115,18 @@ class SharedHandout:
         self._watching = False  # it watches on past its last wait (settle_shared.lua)
         self._fast = False  # the fetch in flight is `_tap_fetch`
         self._stage = "deal"  # the fetch in flight: "deal", or "wait" (`_wait`)
+        self._token = ""
+        """Names the latest attachment: acks sent on their own carry it (`flush`)."""
 
     def attach(self) -> Op[tuple[int, bool]]:
         """Join the ring with this window (and filter); the store filter's version comes back,
         and whether it was a member already."""
         k, d = self.k, self.durable
         tree = json.dumps(self.selector.to_json()) if self.selector else ""
+        self._token = secrets.token_hex(4)
         return script("attach_shared", [k.durables, k.members(d), k.alive(d), k.ring(d),
                                         k.taps(d)],
-                      [d, self.id, self.window, self.lease_ms, tree],
+                      [d, self.id, self.window, self.lease_ms, tree, self._token],
                       parse=_attached, context=self.context)  # fmt: skip
 
     def on_attach(self, attached: tuple[int, bool]) -> None:
@@ -378,7 +382,7 @@ class SharedHandout:
         if not acks:
             return []
         k, d = self.k, self.durable
-        args = [d, self.id, *self._acks(acks)]
+        args = [d, self.id, self._token, *self._acks(acks)]
         if self._counted:
             self._counted.difference_update(acks)
         return [script("ack_shared", [k.stream, k.members(d), k.redeliveries(d), k.bell(d)],
@@ -417,17 +421,23 @@ def _attached(reply: Any) -> tuple[int, bool]:
 
 
 def _refused(context: str, count: int, reply: Any) -> bool:
-    """Whether acknowledgements sent on their own were made (ack_shared.lua); refused,
+    """Whether acknowledgements sent on their own were made (ack_shared.lua). Refused (0),
     the consumer had been detached and the events dealt again: they count for their new
-    holder, and come back flagged as redelivered."""
-    if not reply:
+    holder, and come back to it flagged as redelivered. Refused as made under an earlier
+    attachment (-1, sent while another thread attached again): those still this
+    consumer's come back in its pending list and are acknowledged then, as a lost
+    acknowledgement is."""
+    if reply == 0:
         log.warning(
             "%s: %d acknowledgement(s) refused: this consumer was detached (its "
             "lease lapsed) and the events were dealt again",
             context,
             count,
         )
-    return bool(reply)
+    elif reply != 1:
+        log.info("%s: %d acknowledgement(s) made before attaching again go with a later "
+                 "fetch", context, count)  # fmt: skip
+    return bool(reply == 1)
 
 
 def _tapped(reply: Any) -> list[Any] | None:

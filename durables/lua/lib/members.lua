@@ -36,8 +36,10 @@ local function filter_tree(tree)
 end
 
 -- A consumer joins (again) with its window and filter tree (or cjson.null), last in the ring.
-local function add_member(d, consumer, window, tree, lease_ms)
-  redis.call('HSET', d.members, consumer, cjson.encode({w = window, ast = tree}))
+-- `token` names this attachment (ack_shared.lua refuses acknowledgements made under an
+-- earlier one).
+local function add_member(d, consumer, window, tree, lease_ms, token)
+  redis.call('HSET', d.members, consumer, cjson.encode({w = window, ast = tree, t = token}))
   redis.call('ZADD', d.alive, now_ms() + tonumber(lease_ms), consumer)
   redis.call('LREM', d.ring, 0, consumer)
   redis.call('RPUSH', d.ring, consumer)
