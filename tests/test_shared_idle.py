@@ -16,10 +16,12 @@ import pytest
 from redis import Redis
 
 import durables
+from durables.keys import ChannelKeys
 
 from .children import first_line, python_child
 from .conftest import FAST, Connect
 from .helpers import command_calls, publish, texts
+from .servers import RedisProcess
 
 pytestmark = [pytest.mark.on_cluster, pytest.mark.both_clients]
 
@@ -248,3 +250,33 @@ def test_a_consumer_killed_while_it_watches_holds_the_others_up_no_longer_than_a
                 halt()
     assert [(who, text) for who, text, _ in got] == [("survivor", "e2")]
     assert got[0][2] - sent < 0.6  # within a wait (0.3 s), not the dead watcher's tap life
+
+
+def test_an_event_dealt_again_to_a_waiting_consumer_comes_flagged(
+    server: RedisProcess, namespace: str, connect: Connect
+) -> None:
+    """A consumer waiting on its own (at its door) is dealt an event another member held
+    before its lease lapsed: the event reaches it through its wait's read of its pending
+    list, and must carry its redelivery count like one fetched through the dispatcher."""
+    settings = {**FAST, "lease_timeout_s": 30.0, "block_s": 5.0, "socket_timeout_s": 10.0}
+    with connect(server.url, namespace=namespace, **settings) as client:
+        channel = client.channel("orders")
+        dur = channel.durable("work", kind="shared")
+        with dur.consumer("b", prefetch=5) as b:
+            channel.publish_many([durables.Message("e1"), durables.Message("e2")])
+            assert texts(b.fetch(timeout=1)) == ["e1", "e2"]
+            with dur.consumer("a", prefetch=5) as a, dur.consumer("c", prefetch=5) as c:
+                assert a.fetch(timeout=0.3) == []  # its door opens: it waits on its own next
+                got: list[durables.Event] = []
+                waiter = threading.Thread(target=lambda: got.extend(a.fetch(timeout=3)))
+                waiter.start()
+                time.sleep(0.5)  # a waits at its door
+                alive = ChannelKeys(namespace, "orders").alive("work")
+                with server.client() as raw:
+                    (member,) = [m for m in raw.zrange(alive, 0, -1) if m.startswith(b"b#")]
+                    raw.zadd(alive, {member: 0})  # b's lease lapsed
+                dealt = c.fetch(timeout=1)  # reaps b, deals e1 and e2 round the ring
+                waiter.join(timeout=5)
+                both = sorted([*got, *dealt], key=lambda e: e.id)
+                assert texts(both) == ["e1", "e2"] and got  # a was dealt one while waiting
+                assert [(e.redelivered, e.redelivery_count) for e in both] == [(True, 1)] * 2

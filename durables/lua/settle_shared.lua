@@ -18,10 +18,13 @@
 -- ARGV[1]  durable name (the group)
 -- ARGV[2]  the calling consumer's id
 -- ARGV[3]  how long a wait may block, in milliseconds
--- Returns  1 if the caller may wait again without the dispatcher (it was woken to watch,
+-- Returns  {1 if the caller may wait again without the dispatcher (it was woken to watch,
 --          its door is open, and nothing waits to be dealt again or was left unread), 2
 --          the same and it watches on (what it took went to the head of the ring, and it is
---          the head now), else 0.
+--          the head now), else 0; {id, count, ...} of the caller's pending events delivered
+--          before}: the read of its pending list right behind brings them (events the
+--          dispatcher dealt it while it waited: handed back, or a lapsed member's), and
+--          they must come flagged as redelivered.
 -- Errors   none of its own.
 --@include clock
 --@include ids
@@ -81,7 +84,8 @@ watch(d, tap, door, me, ttl_ms, read)  -- nothing was dealt since read_mark(d)
 -- Its door read ended without a wake (or it was never woken): it fetches through the
 -- dispatcher once, which deals whatever waits, so a watcher that died watching (its mark
 -- lasts until its tap expires) holds nothing up longer than a wait.
+local redelivered = redelivered_of(d.stream, d.group, d.counts, me)
 if not open or since == DOORBELL then
-  return 0
+  return {0, redelivered}
 end
-return again and 2 or 1
+return {again and 2 or 1, redelivered}

@@ -237,7 +237,7 @@ class SharedHandout:
                 script("settle_shared", [k.stream, k.members(d), k.alive(d), k.ring(d),
                                          k.redo(d), k.delayed(d), k.redeliveries(d), k.bell(d),
                                          k.taps(d), k.waits(d), tap, door],
-                       [d, self.id, self._block_ms], parse=as_int, context=self.context),
+                       [d, self.id, self._block_ms], parse=_settled, context=self.context),
                 self._pending()]  # fmt: skip
 
     def _leave(self) -> Op[int]:
@@ -278,25 +278,9 @@ class SharedHandout:
     def on_fetch(self, replies: Sequence[Any]) -> Dealt:
         acks, self._in_flight = self._in_flight, []
         if self._stage == "wait":
-            joined, *_reads, then, pending = replies
-            if not joined and acks:  # its door was closed: the dispatcher takes them next
-                self.to_ack[:0] = acks
-                back = set(acks)
-                pending = [entry for entry in pending if entry[0].decode() not in back]
-            elif self._counted:
-                self._counted.difference_update(acks)
-            self.wait_open, self._watching = (READY if then else 0), then == 2
-            return Dealt("", "", self._events(pending, {}), None, waited=True)
+            return self._on_wait(acks, replies)
         if self._fast:
-            renewed, new = replies
-            if not renewed:  # its tap was closed: the dispatcher takes the acks next
-                self.to_ack[:0] = acks
-            elif self._counted:
-                self._counted.difference_update(acks)
-            self.tap_open = bool(renewed) and new is not None
-            self._took = len(new or ())
-            # blocked through the tap, or found it closed: either way, fetch again at once
-            return Dealt("", "", self._events(new or [], {}), None, waited=True)
+            return self._on_tap(acks, replies)
         if self._counted:  # acknowledged by the script, their counts dropped
             self._counted.difference_update(acks)
         reply, pending, *tapped = replies  # the read through the tap, if the fetch sent it
@@ -316,12 +300,36 @@ class SharedHandout:
                 f"durable keeps only events that filter matches; this consumer still takes "
                 f"events by its own filter ({self.selector.expression})"
             )
-        counts = {flat[i].decode(): int(flat[i + 1]) for i in range(0, len(flat), 2)}
+        counts = _counts(flat)
         if counts:
             self._counted.update(counts)
         events = self._events([*pending, *new], counts)
         self._busy = len(pending) + len(new) >= 2
         return Dealt(text(newest), text(rung), events, notice, waited)
+
+    def _on_wait(self, acks: list[str], replies: Sequence[Any]) -> Dealt:
+        joined, *_reads, (then, counts), pending = replies
+        if not joined and acks:  # its door was closed: the dispatcher takes them next
+            self.to_ack[:0] = acks
+            back = set(acks)
+            pending = [entry for entry in pending if entry[0].decode() not in back]
+        elif self._counted:
+            self._counted.difference_update(acks)
+        self.wait_open, self._watching = (READY if then else 0), then == 2
+        if counts:
+            self._counted.update(counts)
+        return Dealt("", "", self._events(pending, counts), None, waited=True)
+
+    def _on_tap(self, acks: list[str], replies: Sequence[Any]) -> Dealt:
+        renewed, new = replies
+        if not renewed:  # its tap was closed: the dispatcher takes the acks next
+            self.to_ack[:0] = acks
+        elif self._counted:
+            self._counted.difference_update(acks)
+        self.tap_open = bool(renewed) and new is not None
+        self._took = len(new or ())
+        # blocked through the tap, or found it closed: either way, fetch again at once
+        return Dealt("", "", self._events(new or [], {}), None, waited=True)
 
     def _events(self, entries: Sequence[Any], counts: dict[str, int]) -> list[Event]:
         channel, handed = self.k.channel, self.handed
@@ -413,6 +421,18 @@ class SharedHandout:
                                              k.taps(d)],
                           [d, self.id, *handed], context=self.context))  # fmt: skip
         return ops
+
+
+def _counts(flat: Sequence[bytes]) -> dict[str, int]:
+    """Redelivery counts as the scripts return them: id, count, ..."""
+    return {flat[i].decode(): int(flat[i + 1]) for i in range(0, len(flat), 2)}
+
+
+def _settled(reply: Any) -> tuple[int, dict[str, int]]:
+    """settle_shared.lua's reply: whether the consumer may wait again, and the redelivery
+    counts of its pending events."""
+    then, flat = reply
+    return int(then), _counts(flat)
 
 
 def _attached(reply: Any) -> tuple[int, bool]:
