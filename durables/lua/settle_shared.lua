@@ -81,12 +81,12 @@ else
   set_tap(d, tap, me, false, 0)  -- only watchers read the channel
 end
 watch(d, tap, door, me, ttl_ms, read)  -- nothing was dealt since read_mark(d)
--- Its door read ended without a wake (or it was never woken): it fetches through the
--- dispatcher once, which deals whatever waits, so a watcher that died watching (its mark
--- lasts until its tap expires) holds nothing up longer than a wait.
 -- Only a consumer dealt events by another's call can have them in its pending list
 -- unread: dealing closes its taps and door, which takes its waiter's mark too (no `since`).
 local redelivered = since and {} or redelivered_of(d.stream, d.group, d.counts, me)
+-- Its door read ended without a wake (or it was never woken): it fetches through the
+-- dispatcher once, which deals whatever waits, so a watcher that died watching (its mark
+-- lasts until its tap expires) holds nothing up longer than a wait.
 if not open or since == DOORBELL then
   return {0, redelivered}
 end
