@@ -271,9 +271,18 @@ class SharedHandout:
     def fetch_failed(self) -> None:
         """Not sent (or the reply lost): the acks go with the next fetch, through the
         dispatcher."""
-        self.to_ack[:0] = self._in_flight
+        self._carried(self._in_flight, made=False)
         self._in_flight = []
         self.tap_open, self.wait_open = False, 0
+
+    def _carried(self, acks: list[str], *, made: bool) -> None:
+        """The acks a fetch carried: made, their redelivery counts were dropped with them;
+        not made (not sent, or refused behind a closed tap or door), they go with the
+        next fetch, through the dispatcher."""
+        if not made:
+            self.to_ack[:0] = acks
+        elif self._counted:
+            self._counted.difference_update(acks)
 
     def on_fetch(self, replies: Sequence[Any]) -> Dealt:
         acks, self._in_flight = self._in_flight, []
@@ -281,8 +290,7 @@ class SharedHandout:
             return self._on_wait(acks, replies)
         if self._fast:
             return self._on_tap(acks, replies)
-        if self._counted:  # acknowledged by the script, their counts dropped
-            self._counted.difference_update(acks)
+        self._carried(acks, made=True)  # by the dispatcher (DETACHED raises instead)
         reply, pending, *tapped = replies  # the read through the tap, if the fetch sent it
         newest, rung, flat, _buried, version, by, *taps = reply
         tap = taps[0] if taps else 0
@@ -309,12 +317,10 @@ class SharedHandout:
 
     def _on_wait(self, acks: list[str], replies: Sequence[Any]) -> Dealt:
         joined, *_reads, (then, counts), pending = replies
-        if not joined and acks:  # its door was closed: the dispatcher takes them next
-            self.to_ack[:0] = acks
+        self._carried(acks, made=bool(joined))  # not made: its door was closed
+        if not joined and acks:  # still pending here: not handed out again
             back = set(acks)
             pending = [entry for entry in pending if entry[0].decode() not in back]
-        elif self._counted:
-            self._counted.difference_update(acks)
         self.wait_open, self._watching = (READY if then else 0), then == 2
         if counts:
             self._counted.update(counts)
@@ -322,10 +328,7 @@ class SharedHandout:
 
     def _on_tap(self, acks: list[str], replies: Sequence[Any]) -> Dealt:
         renewed, new = replies
-        if not renewed:  # its tap was closed: the dispatcher takes the acks next
-            self.to_ack[:0] = acks
-        elif self._counted:
-            self._counted.difference_update(acks)
+        self._carried(acks, made=bool(renewed))  # not made: its tap was closed
         self.tap_open = bool(renewed) and new is not None
         self._took = len(new or ())
         # blocked through the tap, or found it closed: either way, fetch again at once
@@ -394,7 +397,7 @@ class SharedHandout:
         if self._counted:
             self._counted.difference_update(acks)
         return [script("ack_shared", [k.stream, k.members(d), k.redeliveries(d), k.bell(d)],
-                       args, parse=partial(_refused, self.context, len(acks)),
+                       args, parse=partial(_acks_made, self.context, len(acks)),
                        context=self.context)]  # fmt: skip
 
     def rollback(self, events: Sequence[Event], delay_s: float) -> Op[Any] | None:
@@ -440,7 +443,7 @@ def _attached(reply: Any) -> tuple[int, bool]:
     return int(version), bool(member)
 
 
-def _refused(context: str, count: int, reply: Any) -> bool:
+def _acks_made(context: str, count: int, reply: Any) -> bool:
     """Whether acknowledgements sent on their own were made (ack_shared.lua). Refused (0),
     the consumer had been detached and the events dealt again: they count for their new
     holder, and come back to it flagged as redelivered. Refused as made under an earlier
