@@ -308,10 +308,7 @@ class SharedHandout:
                 f"durable keeps only events that filter matches; this consumer still takes "
                 f"events by its own filter ({self.selector.expression})"
             )
-        counts = _counts(flat)
-        if counts:
-            self._counted.update(counts)
-        events = self._events([*pending, *new], counts)
+        events = self._events([*pending, *new], _counts(flat))
         self._busy = len(pending) + len(new) >= 2
         return Dealt(text(newest), text(rung), events, notice, waited)
 
@@ -322,8 +319,6 @@ class SharedHandout:
             back = set(acks)
             pending = [entry for entry in pending if entry[0].decode() not in back]
         self.wait_open, self._watching = (READY if then else 0), then == 2
-        if counts:
-            self._counted.update(counts)
         return Dealt("", "", self._events(pending, counts), None, waited=True)
 
     def _on_tap(self, acks: list[str], replies: Sequence[Any]) -> Dealt:
@@ -335,6 +330,10 @@ class SharedHandout:
         return Dealt("", "", self._events(new or [], {}), None, waited=True)
 
     def _events(self, entries: Sequence[Any], counts: dict[str, int]) -> list[Event]:
+        """Events of entries read, each handed out once; `counts`: the redelivery counts
+        the script gave (remembered, so the acknowledgement drops them)."""
+        if counts:
+            self._counted.update(counts)
         channel, handed = self.k.channel, self.handed
         acked, acked_before = self._acked, self._acked_before  # acknowledged lately
         built = [event_from_entry(channel, entry, counts) for entry in entries]
