@@ -25,7 +25,7 @@ from .retention import tidy_channel
 from .runtime import AckFlusher, Housekeeper, Runtime
 from .server import EmbeddedServer
 from .session import Overflow, Session
-from .settings import Settings, load_settings
+from .settings import Settings, checked_settings, load_settings
 from .transport import transport_for
 from .urls import parse_url, tls_options
 
@@ -45,7 +45,7 @@ class Client:
     """A connection to one server and the durables state in one namespace."""
 
     def __init__(self, settings: Settings) -> None:
-        self.settings = settings
+        self.settings = settings = checked_settings(settings, "durables.connect")
         self.url = (
             settings.url or EmbeddedServer(settings.home_dir, fsync=settings.fsync).ensure_running()
         )

@@ -152,4 +152,15 @@ def load_settings(**overrides: object) -> Settings:
         raise ConfigError(f"invalid durables settings: {problems}") from None
 
 
-__all__ = ["Fsync", "Settings", "load_settings"]
+def checked_settings(settings: object, connect: str) -> Settings:
+    """A client's `settings`, refused with a pointer to `connect` when they are not
+    `Settings` (a URL passed straight to the class would otherwise fail deep inside)."""
+    if not isinstance(settings, Settings):
+        raise ConfigError(
+            f"a client takes Settings, not {type(settings).__name__} {settings!r}: "
+            f"use {connect}(url, **settings), or load_settings(url=...)"
+        )
+    return settings
+
+
+__all__ = ["Fsync", "Settings", "checked_settings", "load_settings"]

@@ -6,6 +6,8 @@ from pathlib import Path
 
 import pytest
 
+import durables
+import durables.aio
 from durables import ConfigError
 from durables.settings import load_settings
 
@@ -43,3 +45,9 @@ def test_a_lease_shorter_than_a_blocked_read_is_refused() -> None:
     with pytest.raises(ConfigError, match=r"lease_timeout_s \(0\.5\) must be at least block_s"):
         load_settings(lease_timeout_s=0.5, block_s=1.0)
     assert load_settings(lease_timeout_s=1.0, block_s=1.0).lease_timeout_s == 1.0  # equal: fine
+
+
+@pytest.mark.parametrize("client", [durables.Client, durables.aio.AsyncClient])
+def test_a_client_given_a_url_instead_of_settings_says_to_connect(client: type) -> None:
+    with pytest.raises(ConfigError, match=r"connect\(url"):
+        client("redis://127.0.0.1:6379/0")

@@ -17,7 +17,7 @@ from ..records import ChannelInfo, FullPolicy, HousekeepReport, SessionRecord
 from ..retention import tidy_channel
 from ..server import EmbeddedServer
 from ..session_core import Overflow
-from ..settings import Settings, load_settings
+from ..settings import Settings, checked_settings, load_settings
 from ..urls import parse_url, tls_options
 from .channel import AsyncChannel, get_channel, open_channel
 from .context import AsyncContext
@@ -43,7 +43,7 @@ class AsyncClient:
     """A connection to one server and the durables state in one namespace, for asyncio."""
 
     def __init__(self, settings: Settings) -> None:
-        self.settings = settings
+        self.settings = settings = checked_settings(settings, "durables.aio.connect")
         self.url = (
             settings.url or EmbeddedServer(settings.home_dir, fsync=settings.fsync).ensure_running()
         )
