@@ -385,6 +385,29 @@ def test_a_tap_fetch_drops_the_redelivery_counts_of_the_events_dealt_with_one() 
     assert h.fetch(0.5)[0].args == ("PEXPIRE", K.tap("d", "w#1"), 1500)  # no acks: no script
 
 
+def test_acks_ring_the_bell_only_when_a_fetch_may_wait_for_them() -> None:
+    """A full shared window (its own fetch waits for room), a serial line that ends (every
+    member's fetch waits while it is held): the bell is named, so the script rings it."""
+    entries = [entry("1-0", d="a"), entry("2-0", d="b"), entry("3-0", d="c")]
+    bell = K.bell("d")
+    h = handout()  # a window of 3
+    got = h.on_fetch([dealt_reply(), entries[:2]]).events
+    h.commit(got[:1])
+    assert bell not in h.flush()[0].keys  # 1 of 3 held: room before and after
+    h = handout()
+    got = h.on_fetch([dealt_reply(), entries]).events
+    h.commit(got[:1])
+    assert h.flush()[0].keys[-1] == bell  # full: its fetch may wait for this room
+    h.commit(got[1:])
+    assert bell not in h.flush()[0].keys  # room already
+    s = SharedHandout(K, "d", "serial", "w#1", window=3, lease_ms=1000)
+    got = s.on_fetch([dealt_reply(), entries[:2], []]).events
+    s.commit(got[:1])
+    assert bell not in s.flush()[0].keys  # still holds the line
+    s.commit(got[1:])
+    assert s.flush()[0].keys[-1] == bell  # the line is free
+
+
 def test_shared_acks_an_entry_trimmed_while_pending() -> None:
     h = handout()
     assert h.on_fetch([dealt_reply(), [(b"4-0", None)]]).events == []
@@ -397,7 +420,7 @@ def test_shared_flush_acks_behind_the_membership_check() -> None:
     h.commit(h.on_fetch([dealt_reply(), [entry("1-0", d="a")]]).events)
     (ack,) = h.flush()
     assert ack.script == "ack_shared" and ack.args == ("d", "w#1", "", 0, "1-0")
-    assert ack.keys == (K.stream, K.members("d"), K.redeliveries("d"), K.bell("d"))
+    assert ack.keys == (K.stream, K.members("d"), K.redeliveries("d"))  # room: no bell
     assert ack.parse(1) is True and ack.parse(0) is False  # refused: detached meanwhile
     assert ack.parse(-1) is False  # refused: made under an earlier attachment
     token = h.attach().args[-1]  # each attachment is named afresh, and acks carry its name

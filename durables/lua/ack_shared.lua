@@ -6,7 +6,8 @@
 -- KEYS[1]  the channel's stream
 -- KEYS[2]  the durable's members hash
 -- KEYS[3]  the durable's redelivery counts
--- KEYS[4]  the durable's bell stream (rung: window room wakes the waiters)
+-- KEYS[4]  the durable's bell stream, named only when the acknowledgements may free what a
+--          blocked fetch waits for (a serial line, a full window): it rings then
 -- ARGV[1]  durable name (the group)
 -- ARGV[2]  the calling consumer's id
 -- ARGV[3]  the token of the attachment the acknowledgements were made under (hex): one
@@ -26,5 +27,7 @@ if not string.find(member, '"t":"' .. ARGV[3] .. '"', 1, true) then
   return -1
 end
 ack_ids(KEYS[1], ARGV[1], KEYS[3], 4)
-redis.call('XADD', KEYS[4], 'MAXLEN', '~', 1, '*', 'a', 1)
+if KEYS[4] then
+  redis.call('XADD', KEYS[4], 'MAXLEN', '~', 1, '*', 'a', 1)
+end
 return 1

@@ -387,7 +387,8 @@ class SharedHandout:
             self._acked_before, self._acked = self._acked, set()
 
     def flush(self) -> list[Op[Any]]:
-        """The deferred acks now, ringing the bell (window room wakes the waiters)."""
+        """The deferred acks now. They ring the bell only when a fetch may wait for them
+        (`_rings`)."""
         acks, self.to_ack = self.to_ack, []
         if not acks:
             return []
@@ -395,9 +396,25 @@ class SharedHandout:
         args = [d, self.id, self._token, *self._acks(acks)]
         if self._counted:
             self._counted.difference_update(acks)
-        return [script("ack_shared", [k.stream, k.members(d), k.redeliveries(d), k.bell(d)],
-                       args, parse=partial(_acks_made, self.context, len(acks)),
+        keys = [k.stream, k.members(d), k.redeliveries(d)]
+        if self._rings(len(acks)):
+            keys.append(k.bell(d))
+        return [script("ack_shared", keys, args,
+                       parse=partial(_acks_made, self.context, len(acks)),
                        context=self.context)]  # fmt: skip
+
+    def _rings(self, acked: int) -> bool:
+        """Whether acknowledging `acked` events (handed out, now acknowledged) may free
+        what a blocked fetch waits for. A serial line is free once its holder holds
+        nothing: the other members' fetches, and this one's, wait for the bell while it
+        holds anything. A shared window that was full: this consumer's own fetch waits for
+        room; the others' do not wait for this consumer's room (dealing leaves nothing
+        undealt while a member with room takes it). Anything else would wake the waiters
+        for nothing, at about a tenth of the acknowledgement's cost."""
+        held = len(self.handed)
+        if self.serial:
+            return held == 0
+        return held + acked + len(self._in_flight) >= self.window
 
     def rollback(self, events: Sequence[Event], delay_s: float) -> Op[Any] | None:
         if not events:
