@@ -7,7 +7,9 @@ them; interrupting wakes a call blocked on the server."""
 from __future__ import annotations
 
 import asyncio
+import collections
 import os
+import random
 import threading
 from typing import Any
 
@@ -170,6 +172,56 @@ def test_async_replies_error_replies_and_an_interrupted_call(
         await client.aclose()
 
     asyncio.run(scenario())
+
+
+def test_async_connections_closed_under_their_commands_fail_as_lost_connections(
+    server: RedisProcess, namespace: str
+) -> None:
+    """An interrupt (a heartbeat that went unanswered) closes connections other tasks are
+    sending on or reading from. redis-py's asyncio connection then fails with
+    AttributeError (its writer or reader is None) when the close lands between two of
+    its steps; each such failure must be a lost connection, which the executor rides out,
+    and not an error that ends a reader. Bounded: 300 interrupts among eight tasks."""
+
+    async def scenario() -> collections.Counter[str]:
+        client = aioredis.Redis(host="127.0.0.1", port=server.port, socket_timeout=30)
+        conns = AsyncConnections(client)
+        failures: collections.Counter[str] = collections.Counter()
+        stopping = asyncio.Event()
+
+        async def busy(i: int) -> None:
+            key = f"{namespace}:busy{i}"
+            while not stopping.is_set():
+                try:
+                    if i % 2:
+                        await conns.pipeline(
+                            [
+                                ("SET", key, "v" * 1000),
+                                ("GET", key),
+                                ("XREAD", "BLOCK", 5, "STREAMS", key + "s", "$"),
+                            ]
+                        )
+                    else:
+                        await conns.call(("XREAD", "BLOCK", 20, "STREAMS", key + "s", "$"))
+                except (redis.ConnectionError, redis.TimeoutError):
+                    failures["lost"] += 1
+                except Exception as exc:
+                    failures[f"{type(exc).__name__}: {exc}"] += 1
+
+        tasks = [asyncio.create_task(busy(i)) for i in range(8)]
+        rng = random.Random(13)
+        for _ in range(300):
+            await asyncio.sleep(rng.random() * 0.01)
+            await conns.disconnect(in_use=True)
+        stopping.set()
+        await asyncio.wait_for(asyncio.gather(*tasks), timeout=10)
+        await conns.disconnect(in_use=True)
+        await client.aclose()
+        return failures
+
+    failures = asyncio.run(scenario())
+    assert failures["lost"] > 0  # the interrupts did land under commands
+    assert set(failures) == {"lost"}, failures
 
 
 def test_commands_are_packed_as_redis_py_packs_them(server: RedisProcess) -> None:

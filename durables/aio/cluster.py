@@ -17,7 +17,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import weakref
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any, TypeAlias, TypeVar
 
 import redis.asyncio as aioredis
@@ -28,6 +28,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from .. import routing
 from ..ops.flows import walk_awaited
+from .direct import closed_is_lost
 
 T = TypeVar("T")
 AsyncServer: TypeAlias = "aioredis.Redis | RedisCluster"
@@ -60,24 +61,10 @@ async def _step(server: RedisCluster, step: routing.Step) -> Any:
         return await _on_node(server, step.node, step.commands)
     target = {"target_nodes": RedisCluster.RANDOM} if step.anywhere else {}
     try:
-        with _closed_is_lost():
+        with closed_is_lost():
             return await server.execute_command(*step.args, **target)
     except RedisClusterException as exc:
         raise routing.unmapped(exc) from exc
-
-
-@contextlib.contextmanager
-def _closed_is_lost() -> Iterator[None]:
-    """A connection closed by another task in the middle of a command is a lost
-    connection. After an outage the executor closes every connection, those in use too,
-    and redis-py's asyncio connection then fails with AttributeError (its writer is
-    None) instead of a ConnectionError."""
-    try:
-        yield
-    except AttributeError as exc:
-        if exc.obj is not None:
-            raise
-        raise RedisConnectionError(f"the connection was closed under the command: {exc}") from exc
 
 
 async def _on_node(
@@ -87,7 +74,7 @@ async def _on_node(
     pending = [PipelineCommand(i, *args) for i, args in enumerate(commands)]
     _remember(server, node)
     try:
-        with _closed_is_lost():
+        with closed_is_lost():
             await node.execute_pipeline(pending)
         broken = next((c.result for c in pending if isinstance(c.result, BROKEN)), None)
         if broken is not None:
@@ -101,7 +88,7 @@ async def _on_node(
 async def _node(server: RedisCluster, args: Sequence[Any]) -> ClusterNode | None:
     """The primary that serves the command's slot (None: let the cluster client decide)."""
     try:
-        with _closed_is_lost():  # a command whose keys move asks a node (COMMAND GETKEYS)
+        with closed_is_lost():  # a command whose keys move asks a node (COMMAND GETKEYS)
             nodes: list[ClusterNode] = await server.get_nodes_from_slot(*args)
     except RedisClusterException:
         return None  # no key, or keys in several slots, or the slot not in the map

@@ -12,7 +12,8 @@ needs no lock.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+import contextlib
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import redis.asyncio as aioredis
@@ -25,6 +26,21 @@ from ..direct import pack, pack_all
 Conn = Any
 """A redis-py asyncio connection (`redis.asyncio.connection.AbstractConnection`, whose
 methods are untyped)."""
+
+
+@contextlib.contextmanager
+def closed_is_lost() -> Iterator[None]:
+    """A connection closed by another task in the middle of a command is a lost
+    connection. An interrupt (a heartbeat unanswered) closes every connection, those in
+    use too, and redis-py's asyncio connection then fails with AttributeError (its writer
+    or reader is None) instead of a ConnectionError when the close lands between two of
+    its steps."""
+    try:
+        yield
+    except AttributeError as exc:
+        if exc.obj is not None:
+            raise
+        raise RedisConnectionError(f"the connection was closed under the command: {exc}") from exc
 
 
 class AsyncConnections:
@@ -40,8 +56,9 @@ class AsyncConnections:
         """One command; its parsed reply, or the error reply raised (a `ResponseError`)."""
         conn = await self._take()
         try:
-            await conn.send_packed_command(pack(conn, args), check_health=False)
-            reply = await self._parse(conn, args[0])
+            with closed_is_lost():
+                await conn.send_packed_command(pack(conn, args), check_health=False)
+                reply = await self._parse(conn, args[0])
         except ResponseError:
             self._idle.append(conn)  # an error reply: the connection is in step
             raise
@@ -57,14 +74,15 @@ class AsyncConnections:
         `ResponseError`s in their place (every command runs whatever the others reply)."""
         conn = await self._take()
         try:
-            await conn.send_packed_command(pack_all(conn, commands), check_health=False)
-            replies: list[Any] = []
-            parse = self._parse
-            for args in commands:
-                try:
-                    replies.append(await parse(conn, args[0]))
-                except ResponseError as exc:
-                    replies.append(exc)
+            with closed_is_lost():
+                await conn.send_packed_command(pack_all(conn, commands), check_health=False)
+                replies: list[Any] = []
+                parse = self._parse
+                for args in commands:
+                    try:
+                        replies.append(await parse(conn, args[0]))
+                    except ResponseError as exc:
+                        replies.append(exc)
         except BaseException:
             await conn.disconnect(nowait=True)
             self._idle.append(conn)
@@ -80,10 +98,11 @@ class AsyncConnections:
             conn = self.client.connection_pool.make_connection()  # type: ignore[no-untyped-call]
             self._made.append(conn)
         try:
-            if conn.is_connected and await _stale(conn):
-                await conn.disconnect()
-            if not conn.is_connected:
-                await conn.connect()  # a Sentinel's connection asks for the current primary
+            with closed_is_lost():
+                if conn.is_connected and await _stale(conn):
+                    await conn.disconnect()
+                if not conn.is_connected:
+                    await conn.connect()  # a Sentinel's connection asks for the current primary
         except BaseException:
             self._idle.append(conn)  # not connected: it tries again when next taken
             raise
@@ -120,4 +139,4 @@ async def _stale(conn: Conn) -> bool:
         return True
 
 
-__all__ = ["AsyncConnections"]
+__all__ = ["AsyncConnections", "closed_is_lost"]
