@@ -39,7 +39,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-class ReaderLoop(LeaseHolder):
+class ReaderLoop(LeaseHolder, ABC):
     """What both kinds of reader share: the context, the lease, the outage loop."""
 
     stops_on_error = False

@@ -16,7 +16,7 @@ import logging
 import re
 import threading
 import time
-from abc import abstractmethod
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from inspect import isawaitable
@@ -81,7 +81,7 @@ def interest_matches(interest: Interest, key: str | None) -> bool:
 C = TypeVar("C", bound=BaseContext)
 
 
-class DeliveryLoop(Generic[C]):
+class DeliveryLoop(ABC, Generic[C]):
     """What one live session's delivery does, for both clients: read every interested
     channel, replay then go live, call the listeners, acknowledge, ride out outages. The
     sync `Delivery` drives it on a thread, `durables.aio.session.AsyncDelivery` on a task;

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import ast
 import functools
+import importlib
+import inspect
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -150,6 +152,23 @@ def test_the_library_imports_nothing_inside_functions() -> None:
                 ):
                     late.append(f"durables.{module}:{node.lineno}")
     assert late == []
+
+
+def test_every_class_that_declares_abstract_methods_is_abstract() -> None:
+    """A class with `@abstractmethod`s that is not an ABC can be made without them, and
+    the missing method fails only when called."""
+    loose = []
+    for module, _path in module_names():
+        if module.startswith("spark"):  # needs the optional pyspark
+            continue
+        name = f"durables.{module}" if module else "durables"
+        for cls in vars(importlib.import_module(name)).values():
+            ours = isinstance(cls, type) and cls.__module__.startswith("durables")
+            declares = ours and any(
+                getattr(v, "__isabstractmethod__", False) for v in vars(cls).values())  # fmt: skip
+            if declares and not inspect.isabstract(cls):
+                loose.append(f"{cls.__module__}.{cls.__qualname__}")
+    assert loose == []
 
 
 def test_only_the_asyncio_client_imports_the_asyncio_client() -> None:
