@@ -46,51 +46,57 @@ def fetching(consumer: durables.Consumer) -> Iterator[Callable[[], list[durables
         thread.join(timeout=10)
 
 
-def bell_id(server: RedisProcess, namespace: str, durable: str) -> bytes | None:
+def bell_id(server: RedisProcess, namespace: str) -> bytes | None:
     with server.client() as raw:
-        newest = raw.xrevrange(ChannelKeys(namespace, "orders").bell(durable), count=1)
+        newest = raw.xrevrange(ChannelKeys(namespace, "orders").bell("work"), count=1)
     return newest[0][0] if newest else None
+
+
+@contextmanager
+def holding_two(
+    server: RedisProcess, namespace: str, connect: Connect, kind: durables.Kind
+) -> Iterator[tuple[durables.Consumer, list[durables.Event]]]:
+    """A consumer with a window of two holding e1 and e2; e3 waits on the channel."""
+    with connect(server.url, namespace=namespace, **SETTINGS) as client:
+        channel = client.channel("orders")
+        dur = channel.durable("work", kind=kind)
+        publish(channel, 2)
+        with dur.consumer("one", prefetch=2) as one:
+            held = one.fetch(timeout=1)
+            channel.publish("e3")
+            yield one, held
 
 
 def test_an_ack_that_frees_a_full_window_wakes_the_consumers_own_fetch(
     server: RedisProcess, namespace: str, connect: Connect
 ) -> None:
-    with connect(server.url, namespace=namespace, **SETTINGS) as client:
-        channel = client.channel("orders")
-        dur = channel.durable("work", kind="shared")
-        publish(channel, 4)
-        with dur.consumer("one", prefetch=2) as one:
-            first, second = one.fetch(timeout=1)
-            with fetching(one) as joined:
-                time.sleep(0.5)  # blocked: no room
-                rung = bell_id(server, namespace, "work")
-                started = time.monotonic()
-                first.ack()
-                (third,) = joined()
-                assert time.monotonic() - started < WOKEN_S
-            assert texts([third]) == ["e3"]
-            third.ack()  # held with e2: the window was full again
-            rung = bell_id(server, namespace, "work")
-            second.ack()  # one of two held: the window had room, nobody waits for this
-            assert bell_id(server, namespace, "work") == rung
+    with holding_two(server, namespace, connect, "shared") as (one, (first, second)):
+        with fetching(one) as joined:
+            time.sleep(0.5)  # blocked: no room
+            rung = bell_id(server, namespace)
+            started = time.monotonic()
+            first.ack()
+            (third,) = joined()
+            assert time.monotonic() - started < WOKEN_S
+        assert texts([third]) == ["e3"] and bell_id(server, namespace) != rung
+        third.ack()  # held with e2: the window was full again
+        rung = bell_id(server, namespace)
+        second.ack()  # one of two held: the window had room, nobody waits for this
+        assert bell_id(server, namespace) == rung
 
 
 def test_an_ack_that_ends_a_serial_line_wakes_the_fetch_waiting_for_it(
     server: RedisProcess, namespace: str, connect: Connect
 ) -> None:
-    with connect(server.url, namespace=namespace, **SETTINGS) as client:
-        channel = client.channel("orders")
-        dur = channel.durable("line", kind="serial")
-        publish(channel, 2)
-        with dur.consumer("one", prefetch=2) as one:
-            first, second = one.fetch(timeout=1)
-            channel.publish("e3")
-            with fetching(one) as joined:
-                time.sleep(0.5)  # blocked: the line is held (by itself)
-                rung = bell_id(server, namespace, "line")
-                first.ack()  # still holds e2: nothing can be dealt yet
-                assert bell_id(server, namespace, "line") == rung
-                started = time.monotonic()
-                second.ack()  # the line is free
-                assert texts(joined()) == ["e3"]
-                assert time.monotonic() - started < WOKEN_S
+    with (
+        holding_two(server, namespace, connect, "serial") as (one, (first, second)),
+        fetching(one) as joined,
+    ):
+        time.sleep(0.5)  # blocked: the line is held (by itself)
+        rung = bell_id(server, namespace)
+        first.ack()  # still holds e2: nothing can be dealt yet
+        assert bell_id(server, namespace) == rung
+        started = time.monotonic()
+        second.ack()  # the line is free
+        assert texts(joined()) == ["e3"]
+        assert time.monotonic() - started < WOKEN_S
