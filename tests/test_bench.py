@@ -152,6 +152,16 @@ def test_latency_rows_have_ordered_percentiles(rows: dict[str, dict[str, Any]]) 
             assert 0 < p50 <= p99 <= p999
 
 
+def test_latency_rows_say_how_busy_the_server_was(rows: dict[str, dict[str, Any]]) -> None:
+    """The server's CPU per event and its busy share of a core over the run: whether a
+    latency is the server's queue or the clients' turnaround shows there."""
+    for kind in ("exclusive", "shared", "serial"):
+        row = rows[f"latency_{kind}"]
+        for variant in ("durables", "raw"):
+            assert row[f"{variant}_server_us"] > 0
+            assert 0 < row[f"{variant}_server_busy"] < 2  # one thread, and its helpers
+
+
 def test_memory_rows_count_bytes_per_event(rows: dict[str, dict[str, Any]]) -> None:
     retained = rows["memory_retained"]
     assert retained["durables_bytes"] > 200  # the payload alone is 200 bytes

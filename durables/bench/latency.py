@@ -34,7 +34,7 @@ from .consume import RawConsumer, consumers
 from .env import PREFETCH, Env
 from .peer import DURABLE, STREAM, add_durables, jetstream
 from .producer import LATENCY_CHANNEL, age_ms
-from .results import VARIANTS, Latencies, Row, Target, Variant, all_of, at_most
+from .results import VARIANTS, Latencies, Rate, Row, Target, Variant, all_of, at_most
 from .scenario import Compared
 from .workers import AsyncStep, Step, run_tasks, run_workers
 
@@ -85,10 +85,10 @@ class Recorder:
             stats = json.loads(stdout.decode().strip().splitlines()[-1])
             self.per_call = stats["sent"] / stats["calls"]
 
-    def result(self) -> Latencies:
+    def result(self, server: Rate | None = None) -> Latencies:
         kept = self.samples[int(len(self.samples) * WARMUP) :]
         seconds = (self.last_ns - (self.first_ns or self.last_ns)) / 1e9
-        return Latencies(kept, seconds, self.per_call)
+        return Latencies(kept, seconds, self.per_call, server)
 
 
 @contextmanager
@@ -128,22 +128,22 @@ class Latency(Compared[Latencies]):
     def durables(self, env: Env) -> Latencies:
         with env.durables() as client:
             durable = client.channel(LATENCY_CHANNEL).durable("work", kind=self.kind)
-            with (
-                consumers(durable, self.consumers) as opened,
-                producing("durables", env.redis_url, self.count(env)) as recorder,
-            ):
-                run_workers([_durables_step(c, recorder) for c in opened], self.count(env))
-            return recorder.result()
+            with consumers(durable, self.consumers) as opened:
+                meter = env.meter("durables")
+                with producing("durables", env.redis_url, self.count(env)) as recorder:
+                    run_workers([_durables_step(c, recorder) for c in opened], self.count(env))
+                return recorder.result(meter.rate(len(recorder.samples)))
 
     def raw(self, env: Env) -> Latencies:
         clients = [env.redis() for _ in range(self.consumers)]
         try:
             readers = [RawConsumer(r, f"w{i}", block_ms=200) for i, r in enumerate(clients)]
             readers[0].create_group()
+            meter = env.meter("raw")
             with producing("raw", env.redis_url, self.count(env)) as recorder:
                 steps: list[Step] = [functools.partial(_raw_step, r, recorder) for r in readers]
                 run_workers(steps, self.count(env))
-            return recorder.result()
+            return recorder.result(meter.rate(len(recorder.samples)))
         finally:
             for r in clients:
                 r.close()
@@ -156,10 +156,11 @@ class Latency(Compared[Latencies]):
                 await js.pull_subscribe_bind(durable=DURABLE, stream=STREAM)
                 for _ in range(self.consumers)
             ]
+            meter = env.meter("peer")
             with producing("peer", url, self.count(env)) as recorder:
                 steps: list[AsyncStep] = [_peer_step(s, recorder) for s in subs]
                 await run_tasks(steps, self.count(env))
-            return recorder.result()
+            return recorder.result(meter.rate(len(recorder.samples)))
 
     def run(self, env: Env) -> list[Row]:
         found, notes = self.outcomes(env, rounds=1)
@@ -174,6 +175,9 @@ class Latency(Compared[Latencies]):
                 for label, value in zip(("p50", "p99", "p99_9"), figures, strict=True):
                     row.extra[f"{variant}_{label}_ms"] = value
             row.extra[f"{variant}_events_per_call"] = got.per_call if got else None
+            server = got.server if got else None
+            row.extra[f"{variant}_server_us"] = server.server_us if server else None
+            row.extra[f"{variant}_server_busy"] = got.server_busy if got else None
         return [row]
 
     def target(self, row: Row, rows: Mapping[str, Row]) -> Target | None:

@@ -98,9 +98,10 @@ def throughput_table(rows: list[Doc]) -> Table:
 
 def latency_table(rows: list[Doc]) -> Table:
     table = _table(
-        "End-to-end latency (ms)",
-        ["scenario", "client", "p50", "p99", "p99.9", "events/s", "per call", "target"],
-    )
+        "End-to-end latency (ms; the server's CPU µs per event, and its busy share of a core)",
+        ["scenario", "client", "p50", "p99", "p99.9", "events/s", "per call", "server µs",
+         "busy", "target"],
+    )  # fmt: skip
     for row in rows:
         for variant, label in VARIANT_LABELS.items():
             prefix = "" if variant == "durables" else f"{variant}_"
@@ -108,6 +109,7 @@ def latency_table(rows: list[Doc]) -> Table:
             measured = figures[0] is not None
             cells = [_ms(f) for f in figures] if measured else [_missing(row, variant), "", ""]
             per_call = row[f"{variant}_events_per_call"]
+            busy = row.get(f"{variant}_server_busy")
             first = variant == "durables"
             table.add_row(
                 row["name"] if first else "",
@@ -115,6 +117,8 @@ def latency_table(rows: list[Doc]) -> Table:
                 *cells,
                 _rate(row, variant) if measured else "",
                 "" if per_call is None else f"{per_call:.2f}",
+                _us(row.get(f"{variant}_server_us")) if measured else "",
+                "" if busy is None else f"{busy:.0%}",
                 _target(row) if first else "",
                 end_section=variant == "peer",
             )

@@ -44,10 +44,22 @@ class Latencies:
     seconds: float
     per_call: float | None = None
     """Events the producer sent per publish call (1.0: it kept up one event at a time)."""
+    server: Rate | None = None
+    """The server's CPU time over the whole run (from before the producer started until
+    the last event came)."""
 
     @property
     def per_s(self) -> float:
         return len(self.samples_ms) / self.seconds if self.seconds > 0 else 0.0
+
+    @property
+    def server_busy(self) -> float | None:
+        """The server's CPU time over the time events flowed (1.0: a core all the time).
+        Not over the whole run: the producer process takes a second to start, while the
+        server waits with nearly nothing to do."""
+        if self.server is None or self.server.server_s is None or self.seconds <= 0:
+            return None
+        return self.server.server_s / self.seconds
 
     def percentile(self, p: float) -> float:
         """Nearest-rank percentile (p in 0..100)."""
