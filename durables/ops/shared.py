@@ -93,6 +93,13 @@ class SharedHandout:
             k.delayed(d), k.redeliveries(d), k.bell(d), k.dead(d), k.taps(d),
             k.tap(d, consumer_id), k.waits(d), k.door(d, consumer_id),
         )  # fmt: skip
+        tap, door = self._fetch_keys[11], self._fetch_keys[13]
+        # an idle consumer's wait sends these at every round (`_wait`): made once
+        self._join_keys = (k.stream, k.ring(d), k.redo(d), k.taps(d), k.waits(d), tap, door,
+                           k.redeliveries(d))  # fmt: skip
+        self._settle_keys = (k.stream, k.members(d), k.alive(d), k.ring(d), k.redo(d),
+                             k.delayed(d), k.redeliveries(d), k.bell(d), k.taps(d),
+                             k.waits(d), tap, door)  # fmt: skip
         self.handed: set[str] = set()  # handed to the application, not yet acked
         self.to_ack: list[str] = []  # deferred acks, sent with the next fetch
         self._acked: set[str] = set()  # acknowledged lately (`_remember`)
@@ -219,25 +226,22 @@ class SharedHandout:
         tap (which fails at once unless it was woken), settle what it took, and read its
         pending list, which brings what is this consumer's. Each read blocks for half the
         time, so the whole wait stays within it."""
-        k, d, tap, door = self.k, self.durable, self._fetch_keys[11], self._fetch_keys[13]
+        d, tap, door = self.durable, self._fetch_keys[11], self._fetch_keys[13]
         half = max(1, self._block_ms // 2)
         # a burst is taken whole, and the script behind deals it round robin
         room = max(1, self.window - len(self.handed))
         self._stage = "wait"
-        return [script("join_shared", [k.stream, k.ring(d), k.redo(d), k.taps(d), k.waits(d),
-                                       tap, door, k.redeliveries(d)],
+        return [script("join_shared", self._join_keys,
                        [d, self.id, self._block_ms, *self._acks(self._in_flight)],
                        parse=as_int, context=self.context),
                 command("XREADGROUP", "GROUP", d, self.id, "COUNT", 1, "BLOCK", half,
                         "STREAMS", door, ">", parse=_tapped, context=self.context,
                         tolerate=TAP_CLOSED),
                 command("XREADGROUP", "GROUP", d, self.id, "COUNT", room, "BLOCK", half,
-                        "STREAMS", k.stream, tap, ">", ">", parse=_tapped,
+                        "STREAMS", self.k.stream, tap, ">", ">", parse=_tapped,
                         context=self.context, tolerate=TAP_CLOSED),
-                script("settle_shared", [k.stream, k.members(d), k.alive(d), k.ring(d),
-                                         k.redo(d), k.delayed(d), k.redeliveries(d), k.bell(d),
-                                         k.taps(d), k.waits(d), tap, door],
-                       [d, self.id, self._block_ms], parse=_settled, context=self.context),
+                script("settle_shared", self._settle_keys, [d, self.id, self._block_ms],
+                       parse=_settled, context=self.context),
                 self._pending()]  # fmt: skip
 
     def _leave(self) -> Op[int]:
