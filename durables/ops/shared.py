@@ -100,6 +100,7 @@ class SharedHandout:
         self._settle_keys = (k.stream, k.members(d), k.alive(d), k.ring(d), k.redo(d),
                              k.delayed(d), k.redeliveries(d), k.bell(d), k.taps(d),
                              k.waits(d), tap, door)  # fmt: skip
+        self._ack_keys = (k.stream, k.members(d), k.redeliveries(d))  # and the bell (`flush`)
         self.handed: set[str] = set()  # handed to the application, not yet acked
         self.to_ack: list[str] = []  # deferred acks, sent with the next fetch
         self._acked: set[str] = set()  # acknowledged lately (`_remember`)
@@ -396,13 +397,12 @@ class SharedHandout:
         acks, self.to_ack = self.to_ack, []
         if not acks:
             return []
-        k, d = self.k, self.durable
-        args = [d, self.id, self._token, *self._acks(acks)]
+        args = [self.durable, self.id, self._token, *self._acks(acks)]
         if self._counted:
             self._counted.difference_update(acks)
-        keys = [k.stream, k.members(d), k.redeliveries(d)]
+        keys: tuple[str, ...] = self._ack_keys
         if self._rings(len(acks)):
-            keys.append(k.bell(d))
+            keys = (*keys, self._fetch_keys[8])  # the bell
         return [script("ack_shared", keys, args,
                        parse=partial(_acks_made, self.context, len(acks)),
                        context=self.context)]  # fmt: skip
