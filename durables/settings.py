@@ -156,8 +156,8 @@ def checked_settings(settings: object, connect: str) -> Settings:
     """A client's `settings`, refused with a pointer to `connect` when they are not
     `Settings` (a URL passed straight to the class would otherwise fail deep inside)."""
     if not isinstance(settings, Settings):
-        raise ConfigError(
-            f"a client takes Settings, not {type(settings).__name__} {settings!r}: "
+        raise ConfigError(  # not the value itself: a URL may carry a password
+            f"a client takes Settings, not {type(settings).__name__}: "
             f"use {connect}(url, **settings), or load_settings(url=...)"
         )
     return settings

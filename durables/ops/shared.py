@@ -414,7 +414,7 @@ class SharedHandout:
         holds anything. A shared window that was full: this consumer's own fetch waits for
         room; the others' do not wait for this consumer's room (dealing leaves nothing
         undealt while a member with room takes it). Anything else would wake the waiters
-        for nothing, at about a tenth of the acknowledgement's cost."""
+        for nothing, at about a quarter of the acknowledgement's cost."""
         held = len(self.handed)
         if self.serial:
             return held == 0
