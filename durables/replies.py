@@ -89,9 +89,9 @@ def streams_read(reply: Any) -> list[tuple[Any, list[Any]]]:
 AS_SENT = ("XREADGROUP",)
 """Commands whose replies our parsers take as the server sent them: redis-py's own parse
 of a stream read builds a dictionary per entry that `events.event_from_entry` would read
-once and drop (about a fifth of a consumer's client time per event). The parsers accept both
-shapes, so a client without this setting (a cluster node redis-py opened by itself)
-reads correctly, only slower."""
+once and drop (about a fifth of a consumer's client time per event). Set on every client
+we open, a cluster's node clients included (`transport.nodes_reading_as_sent`). The
+parsers accept both shapes, so a client without it reads correctly, only slower."""
 
 
 def as_sent(response: Any, **_options: Any) -> Any:

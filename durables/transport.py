@@ -79,12 +79,31 @@ def _cluster(url: ServerUrl, options: dict[str, Any]) -> Server:
     if url.db:
         raise ConfigError(f"a cluster has database 0 only, not {url.db} ({url.url!r})")
     try:
-        return RedisCluster(
+        server = RedisCluster(
             startup_nodes=[ClusterNode(h, p) for h, p in url.hosts],  # type: ignore[no-untyped-call]
             username=url.username, password=url.password, ssl=url.tls, **options,
         )  # fmt: skip
     except (RedisError, RedisClusterException) as exc:  # no startup node gave a slot map
         raise ConnectionLostError(f"cannot reach the cluster at {url.url!r}: {exc}") from exc
+    return nodes_reading_as_sent(server)
+
+
+def nodes_reading_as_sent(server: RedisCluster) -> RedisCluster:
+    """`server`, its node clients reading stream replies as sent (`reading_as_sent`): those
+    it has and those it makes later (a failover, a slot moved to a new node). A reply is
+    parsed by its node's client; the cluster client's own callbacks apply only after."""
+    manager = server.nodes_manager
+    make = manager.create_redis_node
+
+    def create_redis_node(host: str, port: int, **kwargs: Any) -> redis.Redis:
+        client: redis.Redis = make(host, port, **kwargs)  # type: ignore[no-untyped-call]
+        return reading_as_sent(client)
+
+    manager.create_redis_node = create_redis_node  # type: ignore[method-assign]
+    for node in manager.nodes_cache.values():
+        if node.redis_connection is not None:
+            reading_as_sent(node.redis_connection)
+    return server
 
 
 OPENERS: dict[str, Opener] = {
@@ -115,4 +134,4 @@ def transport_for(url: str, tls: dict[str, Any] | None = None) -> Transport:
     return Transport(parsed, OPENERS[parsed.deployment], tls or {})
 
 
-__all__ = ["OPENERS", "Transport", "reading_as_sent", "transport_for"]
+__all__ = ["OPENERS", "Transport", "nodes_reading_as_sent", "reading_as_sent", "transport_for"]

@@ -17,6 +17,7 @@ from redis.backoff import NoBackoff
 from redis.exceptions import RedisClusterException
 
 from ..errors import ConfigError
+from ..replies import AS_SENT, as_sent
 from ..transport import reading_as_sent
 from ..urls import ServerUrl, parse_url
 from . import cluster
@@ -67,12 +68,15 @@ def _cluster(url: ServerUrl, options: dict[str, Any]) -> RedisCluster:
     if url.db:
         raise ConfigError(f"a cluster has database 0 only, not {url.db} ({url.url!r})")
     try:
-        return RedisCluster(
+        server = RedisCluster(
             startup_nodes=[ClusterNode(h, p) for h, p in url.hosts],
             username=url.username, password=url.password, ssl=url.tls, **options,
         )  # fmt: skip
     except RedisClusterException as exc:
         raise ConfigError(f"cannot use the cluster URL {url.url!r}: {exc}") from None
+    for name in AS_SENT:  # its nodes, those made later too, share its callbacks
+        server.set_response_callback(name, as_sent)
+    return server
 
 
 async def close(server: AsyncServer) -> None:
