@@ -70,11 +70,22 @@ def _run(server: RedisCluster, plan: routing.Plan[T]) -> T:
 def _step(server: RedisCluster, step: routing.Step) -> Any:
     if isinstance(step, routing.OnNode):
         return _node_pipeline(server, step.node, step.commands)
-    target = {"target_nodes": RedisCluster.RANDOM} if step.anywhere else {}
     try:
-        return server.execute_command(*step.args, **target)  # type: ignore[no-untyped-call]
+        return server.execute_command(*step.args, **_target(server, step))  # type: ignore[no-untyped-call]
     except RedisClusterException as exc:  # its own re-read of the slot map found no node
         raise routing.unmapped(exc) from exc
+
+
+def _target(server: RedisCluster, step: routing.Send) -> dict[str, Any]:
+    """Where redis-py is to send `step`: any node, or a stream read's node (found without
+    asking the server, `routing.read_slot`; a MOVED reply is followed from there), or
+    where it finds the command's keys to be."""
+    if step.anywhere:
+        return {"target_nodes": RedisCluster.RANDOM}
+    slot = routing.read_slot(step.args)
+    if slot is None:
+        return {}
+    return {"target_nodes": server.nodes_manager.get_node_from_slot(slot)}
 
 
 def _node_pipeline(
@@ -94,10 +105,13 @@ def _node_pipeline(
 def _node_client(server: RedisCluster, args: Sequence[Any]) -> redis.Redis | None:
     """The client of the primary that serves the command's slot (None: let the cluster
     client decide)."""
-    try:
-        slot = server.determine_slot(*args)
-    except RedisClusterException:
-        return None  # no key, or keys in several slots
+    if routing.name(args) in routing.STREAM_READS:  # found here (`routing.read_slot`)
+        slot = routing.read_slot(args)
+    else:
+        try:
+            slot = server.determine_slot(*args)
+        except RedisClusterException:
+            return None  # no key, or keys in several slots
     if slot is None:
         return None
     node = server.nodes_manager.get_node_from_slot(slot)

@@ -63,6 +63,7 @@ SAME_CONNECTION = frozenset({"WAIT", "WAITAOF"})
 go to the node of the command before them."""
 UNROUTED = KEYLESS_ANYWHERE | SAME_CONNECTION | {"PING"}
 """Commands not sent to the node of a key's slot."""
+STREAM_READS = frozenset({"XREADGROUP", "XREAD"})
 
 Command: TypeAlias = Sequence[Any]
 
@@ -163,9 +164,9 @@ def by_node(commands: Sequence[Command], nodes: Sequence[N | None]) -> dict[N | 
 # -- reads over several slots --------------------------------------------------------------
 
 
-def split_read(args: Command) -> list[tuple[Any, ...]] | None:
-    """The parts of a multi-stream `XREADGROUP ... STREAMS k1 k2 id1 id2`, one per hash
-    slot (in the order the streams were named); None when all streams share one slot."""
+def _streams(args: Command) -> tuple[int, list[Any], list[Any], dict[int, list[int]]]:
+    """A stream read's `STREAMS` index, its streams, their positions, and the streams'
+    indexes by hash slot."""
     at = [str(a).upper() for a in args].index("STREAMS")
     rest = list(args[at + 1 :])
     half = len(rest) // 2
@@ -174,6 +175,24 @@ def split_read(args: Command) -> list[tuple[Any, ...]] | None:
     for i, stream in enumerate(streams):
         key = stream if isinstance(stream, bytes) else str(stream).encode()
         by_slot.setdefault(key_slot(key), []).append(i)
+    return at, streams, positions, by_slot
+
+
+def read_slot(args: Command) -> int | None:
+    """The hash slot of a stream read (`STREAM_READS`) whose streams share one, found here;
+    None for a read over several slots and for any other command. redis-py's cluster
+    client asks a node for the keys of a command it cannot place from its command table
+    (`COMMAND GETKEYS`, for `XREADGROUP` and `XREAD`): a round trip more before every read."""
+    if name(args) not in STREAM_READS:
+        return None
+    by_slot = _streams(args)[3]
+    return next(iter(by_slot)) if len(by_slot) == 1 else None
+
+
+def split_read(args: Command) -> list[tuple[Any, ...]] | None:
+    """The parts of a multi-stream `XREADGROUP ... STREAMS k1 k2 id1 id2`, one per hash
+    slot (in the order the streams were named); None when all streams share one slot."""
+    at, streams, positions, by_slot = _streams(args)
     if len(by_slot) < 2:
         return None
     head = tuple(args[: at + 1])
@@ -274,6 +293,7 @@ __all__ = [
     "merge",
     "pipeline",
     "read_by_slot",
+    "read_slot",
     "routed",
     "send",
     "split_read",

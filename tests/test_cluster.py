@@ -6,6 +6,7 @@ through `tests/aio_bridge.py`). (The behaviour modules run on the same cluster: 
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Iterator
@@ -20,7 +21,7 @@ from durables.replies import raw, streams_read
 
 from .conftest import FAST, Connect
 from .ha_cluster import Cluster
-from .helpers import fetch_all
+from .helpers import command_calls, fetch_all, publish
 
 pytestmark = [pytest.mark.cluster, pytest.mark.both_clients]
 
@@ -195,6 +196,52 @@ def test_stream_reads_come_back_as_sent_from_every_node(
             node.redis_connection = None
         manager.create_redis_connections(list(manager.nodes_cache.values()))  # type: ignore[no-untyped-call]
         reads_as_sent()
+
+
+def test_stream_reads_go_to_their_shard_without_asking_for_their_keys(
+    cluster_server: Cluster, on_cluster: durables.Client, spread: list[str]
+) -> None:
+    """redis-py's cluster client asks a node for the keys of a command it cannot place from
+    its command table (`COMMAND GETKEYS`), which for `XREADGROUP` was a round trip more
+    before every read. Consumers of each kind, idle and busy, and a session reading three
+    shards at once read without one."""
+    got: list[str] = []
+
+    class Listener:
+        def on_event(self, event: durables.Event) -> None:
+            got.append(event.text)
+
+    def getkeys() -> int:
+        calls = 0
+        for node in cluster_server.primaries():
+            with node.client() as c:
+                calls += command_calls(c, "command|getkeys")
+        return calls
+
+    channels = [on_cluster.channel(name) for name in spread]
+    before = getkeys()
+    with on_cluster.session("reader", timeout=30) as session:
+        for name in spread:
+            session.register_interest(name)
+            session.add_listener(name, Listener())
+        session.ready_for_events()
+        for channel in channels:
+            with contextlib.ExitStack() as stack:
+                consumers = [
+                    stack.enter_context(channel.durable(kind, kind=kind).consumer())
+                    for kind in ("exclusive", "shared", "serial")
+                ]
+                for consumer in consumers:
+                    assert consumer.fetch(timeout=0.3) == []  # waits idle
+                publish(channel, 5)
+                for consumer in consumers:
+                    assert len(fetch_all(consumer, 5)) == 5
+                    consumer.commit()
+        deadline = time.monotonic() + 5
+        while len(got) < 5 * len(spread) and time.monotonic() < deadline:
+            time.sleep(0.05)
+    assert len(got) == 5 * len(spread)
+    assert getkeys() == before
 
 
 def test_a_cluster_url_with_a_database_is_refused(

@@ -41,6 +41,19 @@ def test_two_channels_sharing_a_tag_slot_are_read_together() -> None:
     assert parts == [(*READ, stream("a"), same, "1-0", "2-0"), (*READ, stream("b"), ">")]
 
 
+def test_a_read_s_slot_is_found_without_the_server_and_only_for_reads() -> None:
+    slot = key_slot(stream("a").encode())
+    assert routing.read_slot((*READ, stream("a"), ">")) == slot
+    assert (
+        routing.read_slot(("XREAD", "COUNT", 1, "STREAMS", stream("a"), "ns:{a}:x", "0", "0"))
+        == slot
+    )
+    names = ["a", "b"]
+    assert len({key_slot(stream(n).encode()) for n in names}) == 2
+    assert routing.read_slot((*READ, stream("a"), stream("b"), ">", ">")) is None  # split first
+    assert routing.read_slot(("XACK", stream("a"), "g", "1-0")) is None  # redis-py places it
+
+
 def test_merge_joins_resp2_and_resp3_replies_and_gives_none_for_nothing() -> None:
     assert routing.merge([None, [[b"s1", [1]]], [], [[b"s2", [2]]]]) == [
         [b"s1", [1]],

@@ -59,12 +59,21 @@ async def _run(server: RedisCluster, plan: routing.Plan[T]) -> T:
 async def _step(server: RedisCluster, step: routing.Step) -> Any:
     if isinstance(step, routing.OnNode):
         return await _on_node(server, step.node, step.commands)
-    target = {"target_nodes": RedisCluster.RANDOM} if step.anywhere else {}
     try:
         with closed_is_lost():
-            return await server.execute_command(*step.args, **target)
+            return await server.execute_command(*step.args, **_target(server, step))
     except RedisClusterException as exc:
         raise routing.unmapped(exc) from exc
+
+
+def _target(server: RedisCluster, step: routing.Send) -> dict[str, Any]:
+    """Where redis-py is to send `step`, as `durables.cluster._target` says."""
+    if step.anywhere:
+        return {"target_nodes": RedisCluster.RANDOM}
+    slot = routing.read_slot(step.args)
+    if slot is None:
+        return {}
+    return {"target_nodes": server.nodes_manager.get_node_from_slot(slot)}
 
 
 async def _on_node(
@@ -88,7 +97,10 @@ async def _on_node(
 async def _node(server: RedisCluster, args: Sequence[Any]) -> ClusterNode | None:
     """The primary that serves the command's slot (None: let the cluster client decide)."""
     try:
-        with closed_is_lost():  # a command whose keys move asks a node (COMMAND GETKEYS)
+        if routing.name(args) in routing.STREAM_READS:  # found here (`routing.read_slot`)
+            slot = routing.read_slot(args)
+            return None if slot is None else server.nodes_manager.get_node_from_slot(slot)
+        with closed_is_lost():  # any other command whose keys move would ask a node
             nodes: list[ClusterNode] = await server.get_nodes_from_slot(*args)
     except RedisClusterException:
         return None  # no key, or keys in several slots, or the slot not in the map
