@@ -32,6 +32,7 @@ from redis.exceptions import RedisClusterException, RedisError
 from . import routing
 from .direct import wake_pool
 from .ops.flows import walk
+from .replies import kept
 from .routing import OUTAGE
 
 T = TypeVar("T")
@@ -99,7 +100,7 @@ def _node_pipeline(
     except RedisConnectionError:
         refresh(server)
         raise
-    return replies
+    return [kept(r) if isinstance(r, BaseException) else r for r in replies]
 
 
 def _node_client(server: RedisCluster, args: Sequence[Any]) -> redis.Redis | None:

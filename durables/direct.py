@@ -27,6 +27,8 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from .replies import kept
+
 Conn = Any
 """A redis-py connection (`redis.connection.AbstractConnection`, whose methods are untyped)."""
 
@@ -120,7 +122,7 @@ class Connections:
                 try:
                     replies.append(parse(conn, args[0]))
                 except ResponseError as exc:
-                    replies.append(exc)
+                    replies.append(kept(exc))
         except BaseException:
             conn.disconnect()  # replies may be left unread
             self._give_back(conn)

@@ -30,7 +30,7 @@ from .direct import Connections, wake_pool
 from .errors import ConnectionLostError
 from .link import Link, State, StateListener
 from .ops.flows import Effect, Flow, Recover, Send, walk
-from .replies import error_word, translate
+from .replies import error_word, kept, translate
 
 if TYPE_CHECKING:
     from .cluster import Server
@@ -154,7 +154,7 @@ class Executor:
         except ResponseError as exc:
             if error_word(exc)[0] not in op.tolerate:
                 raise translate(exc, op.context) from exc
-            reply = exc
+            reply = kept(exc)
         return op.parse(reply)
 
     def _run_all_once(self, ops: Sequence[Op[Any]]) -> list[Any]:
@@ -190,7 +190,7 @@ class Executor:
         try:
             return self._send(op)
         except ResponseError as exc:
-            return exc
+            return kept(exc)
 
     def drive(self, flow: Flow[T]) -> T:
         """Run a flow (`ops.flows`) to its end, performing each effect it yields."""

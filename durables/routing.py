@@ -36,6 +36,8 @@ from redis.exceptions import (
 )
 from redis.exceptions import ConnectionError as RedisConnectionError
 
+from .replies import kept
+
 T = TypeVar("T")
 N = TypeVar("N", bound=Hashable)
 
@@ -119,7 +121,7 @@ def captured(args: Command) -> Plan[Any]:
     except ResponseError as exc:
         if isinstance(exc, OUTAGE):
             raise
-        return exc
+        return kept(exc)
 
 
 # -- pipelines -----------------------------------------------------------------------------

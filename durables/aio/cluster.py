@@ -28,6 +28,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from .. import routing
 from ..ops.flows import walk_awaited
+from ..replies import kept
 from .direct import closed_is_lost
 
 T = TypeVar("T")
@@ -91,7 +92,7 @@ async def _on_node(
     except BROKEN:
         await refresh(server)
         raise
-    return [c.result for c in pending]
+    return [kept(c.result) if isinstance(c.result, BaseException) else c.result for c in pending]
 
 
 async def _node(server: RedisCluster, args: Sequence[Any]) -> ClusterNode | None:

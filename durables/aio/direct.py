@@ -22,6 +22,7 @@ from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from ..direct import pack, pack_all
+from ..replies import kept
 
 Conn = Any
 """A redis-py asyncio connection (`redis.asyncio.connection.AbstractConnection`, whose
@@ -82,7 +83,7 @@ class AsyncConnections:
                     try:
                         replies.append(await parse(conn, args[0]))
                     except ResponseError as exc:
-                        replies.append(exc)
+                        replies.append(kept(exc))
         except BaseException:
             await conn.disconnect(nowait=True)
             self._idle.append(conn)

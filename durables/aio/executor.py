@@ -24,7 +24,7 @@ from ..errors import ConnectionLostError
 from ..executor import LOST, lost, parse_all, unheard, wire
 from ..link import Link, State, StateListener
 from ..ops.flows import Effect, Flow, Recover, Send, walk_awaited
-from ..replies import translate
+from ..replies import kept, translate
 from . import cluster, transport
 from .direct import AsyncConnections
 
@@ -131,7 +131,7 @@ class AsyncExecutor:
         except ResponseError as exc:
             if isinstance(exc, routing.OUTAGE):  # CLUSTERDOWN: an outage, not a reply
                 raise
-            return exc
+            return kept(exc)
 
     def drive(self, flow: Flow[T]) -> Coroutine[Any, Any, T]:
         """Run a flow (`ops.flows`) to its end, awaiting each effect it yields (to be
