@@ -72,21 +72,10 @@ def _step(server: RedisCluster, step: routing.Step) -> Any:
     if isinstance(step, routing.OnNode):
         return _node_pipeline(server, step.node, step.commands)
     try:
-        return server.execute_command(*step.args, **_target(server, step))  # type: ignore[no-untyped-call]
+        target = routing.target(step, RedisCluster.RANDOM, server.nodes_manager.get_node_from_slot)
+        return server.execute_command(*step.args, **target)  # type: ignore[no-untyped-call]
     except RedisClusterException as exc:  # its own re-read of the slot map found no node
         raise routing.unmapped(exc) from exc
-
-
-def _target(server: RedisCluster, step: routing.Send) -> dict[str, Any]:
-    """Where redis-py is to send `step`: any node, or a stream read's node (found without
-    asking the server, `routing.read_slot`; a MOVED reply is followed from there), or
-    where it finds the command's keys to be."""
-    if step.anywhere:
-        return {"target_nodes": RedisCluster.RANDOM}
-    slot = routing.read_slot(step.args)
-    if slot is None:
-        return {}
-    return {"target_nodes": server.nodes_manager.get_node_from_slot(slot)}
 
 
 def _node_pipeline(

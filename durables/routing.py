@@ -114,6 +114,17 @@ def send(args: Command) -> Plan[Any]:
     return (yield Send(tuple(args), anywhere=name(args) in KEYLESS_ANYWHERE))
 
 
+def target(step: Send, any_node: Any, node_of: Callable[[int], Any]) -> dict[str, Any]:
+    """Where redis-py's cluster client is to send `step` (its `target_nodes`): `any_node`
+    (its flag for any one node), a stream read's node (`node_of` its slot, found without
+    asking the server, `read_slot`; a MOVED reply is followed from there), or nothing:
+    where it finds the command's keys to be."""
+    if step.anywhere:
+        return {"target_nodes": any_node}
+    slot = read_slot(step.args)
+    return {} if slot is None else {"target_nodes": node_of(slot)}
+
+
 def captured(args: Command) -> Plan[Any]:
     """`send`, with an error reply returned instead of raised (an outage still raises)."""
     try:
@@ -299,5 +310,6 @@ __all__ = [
     "routed",
     "send",
     "split_read",
+    "target",
     "state_ok",
 ]

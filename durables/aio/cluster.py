@@ -62,19 +62,12 @@ async def _step(server: RedisCluster, step: routing.Step) -> Any:
         return await _on_node(server, step.node, step.commands)
     try:
         with closed_is_lost():
-            return await server.execute_command(*step.args, **_target(server, step))
+            target = routing.target(
+                step, RedisCluster.RANDOM, server.nodes_manager.get_node_from_slot
+            )
+            return await server.execute_command(*step.args, **target)
     except RedisClusterException as exc:
         raise routing.unmapped(exc) from exc
-
-
-def _target(server: RedisCluster, step: routing.Send) -> dict[str, Any]:
-    """Where redis-py is to send `step`, as `durables.cluster._target` says."""
-    if step.anywhere:
-        return {"target_nodes": RedisCluster.RANDOM}
-    slot = routing.read_slot(step.args)
-    if slot is None:
-        return {}
-    return {"target_nodes": server.nodes_manager.get_node_from_slot(slot)}
 
 
 async def _on_node(
