@@ -66,6 +66,8 @@ go to the node of the command before them."""
 UNROUTED = KEYLESS_ANYWHERE | SAME_CONNECTION | {"PING"}
 """Commands not sent to the node of a key's slot."""
 STREAM_READS = frozenset({"XREADGROUP", "XREAD"})
+"""Commands whose slot `read_slot` finds from their stream keys (their `STREAMS` word a str,
+as the operations write it)."""
 
 Command: TypeAlias = Sequence[Any]
 
@@ -310,6 +312,6 @@ __all__ = [
     "routed",
     "send",
     "split_read",
-    "target",
     "state_ok",
+    "target",
 ]

@@ -41,7 +41,7 @@ def test_two_channels_sharing_a_tag_slot_are_read_together() -> None:
     assert parts == [(*READ, stream("a"), same, "1-0", "2-0"), (*READ, stream("b"), ">")]
 
 
-def test_a_read_s_slot_is_found_without_the_server_and_only_for_reads() -> None:
+def test_the_slot_of_a_read_is_found_without_the_server_and_only_for_reads() -> None:
     slot = key_slot(stream("a").encode())
     assert routing.read_slot((*READ, stream("a"), ">")) == slot
     assert (
