@@ -30,6 +30,7 @@ from .errors import (
     ServerVersionError,
     SessionExpiredError,
     SessionInUseError,
+    StalePublishError,
     UnconnectedError,
 )
 from .events import Event, Message
@@ -86,5 +87,6 @@ __all__ = [
     "ServerVersionError",
     "SessionExpiredError",
     "SessionInUseError",
+    "StalePublishError",
     "UnconnectedError",
 ]

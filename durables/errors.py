@@ -111,3 +111,9 @@ class ReplicationError(DurablesError):
         super().__init__(message)
         self.confirmed = confirmed
         self.event_ids = event_ids
+
+
+class StalePublishError(DurablesError):
+    """A copy of a publish reached the server after a later publish of its producer had
+    been stored: nothing was stored for it. Only a copy whose caller had already moved on
+    gets this (its reply goes to a connection given up), so an application never should."""

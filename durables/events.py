@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import orjson
 
 from .errors import ConfigError, PayloadError
-from .keys import F_ACK, F_DATA, F_KEY, F_OP, F_PROPS, OP_ACK, OP_DESTROY
+from .keys import F_ACK, F_DATA, F_KEY, F_MESSAGE_ID, F_OP, F_PROPS, OP_ACK, OP_DESTROY
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
@@ -58,6 +58,7 @@ class Event:
     """A tombstone: on a keyed channel, the key's value was destroyed."""
     ack_timeout_ms: int | None = None
     """An ack-required event: each interested session must acknowledge it this soon."""
+    raw_message_id: bytes | None = field(default=None, repr=False)
     _properties: dict[str, PropertyValue] | None = field(default=None, repr=False)
 
     @property
@@ -67,6 +68,14 @@ class Event:
             raw = self.raw_properties
             self._properties = _loads(raw) if raw else _EMPTY
         return self._properties
+
+    @property
+    def message_id(self) -> str | None:
+        """The producer's id of this event: the `message_id` given to `publish`, else the
+        publishing client's producer id and sequence (`<producer>:<sequence>`). Two events
+        with the same message id are one publish stored twice (say, across a failover)."""
+        raw = self.raw_message_id
+        return None if raw is None else raw.decode()
 
     @property
     def ack_required(self) -> bool:
@@ -310,14 +319,18 @@ def event_from_entry(
     count = counts.get(event_id, 0) if counts else 0
     if type(fields) is not dict:  # as sent: [field, value, ...]
         size = len(fields)
-        if size == 2 and fields[0] == F_DATA:
-            return Event(event_id, channel, fields[1], None, None, count)
-        if size == 4 and fields[0] == F_DATA and fields[2] == F_PROPS:  # as publish.lua writes
-            return Event(event_id, channel, fields[1], None, fields[3], count)
+        if fields[0] == F_DATA:  # as publish.lua writes: d, m and perhaps p
+            if size == 4 and fields[2] == F_MESSAGE_ID:
+                return Event(event_id, channel, fields[1], None, None, count,
+                             raw_message_id=fields[3])  # fmt: skip
+            if size == 6 and fields[2] == F_MESSAGE_ID and fields[4] == F_PROPS:
+                return Event(event_id, channel, fields[1], None, fields[5], count,
+                             raw_message_id=fields[3])  # fmt: skip
         pairs = iter(fields)
         fields = dict(zip(pairs, pairs, strict=True))
     key, op, ack = fields.get(F_KEY), fields.get(F_OP), fields.get(F_ACK)
-    event = Event(event_id, channel, fields.get(F_DATA, b""), None, fields.get(F_PROPS), count)
+    event = Event(event_id, channel, fields.get(F_DATA, b""), None, fields.get(F_PROPS), count,
+                  raw_message_id=fields.get(F_MESSAGE_ID))  # fmt: skip
     if key is not None:
         event.key = key.decode()
     if op is not None:

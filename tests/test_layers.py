@@ -21,6 +21,7 @@ LAYERS: dict[str, int] = {
     "errors": 0,
     # 1: pure foundations: names, keys, ids, settings, selectors, events, records, replies
     "ids": 1, "names": 1, "keys": 1, "settings": 1, "cache": 1, "records": 1, "urls": 1,
+    "producers": 1,
     "selector_lexer": 1, "selector_ast": 1, "selector_parser": 1, "selector": 1,
     "events": 1, "replies": 1, "processes": 1, "server": 1, "scripts": 1, "routing": 1,
     # 2: operations as plain data, and the readers' state machines (no I/O)
