@@ -338,3 +338,36 @@ def event_from_entry(
     if ack is not None:
         event.ack_timeout_ms = int(ack)
     return event
+
+
+RECENT_MESSAGES = 4096
+"""A reader remembers at least this many message ids handed out (at most twice as many)."""
+
+
+class SeenMessages:
+    """The message ids a reader handed out lately, to discard an event stored twice.
+
+    A publish stored twice (a failover lost the first copy's record of its producer, a
+    producer retried with its own `message_id`) is two entries with one message id: the
+    second is discarded, counted and acknowledged. An event delivered again (same entry,
+    same id) is not a duplicate: it comes flagged `redelivered`. Two generations of dicts,
+    the older dropped whole when the newer is full: one look-up per event."""
+
+    __slots__ = ("_before", "_now")
+
+    def __init__(self) -> None:
+        self._now: dict[bytes, str] = {}
+        self._before: dict[bytes, str] = {}
+
+    def duplicate(self, event: Event) -> bool:
+        """Another entry with this event's message id was handed out lately; else remembers it."""
+        mid = event.raw_message_id
+        if mid is None:  # stored without one (by an older version, or a Spark sink)
+            return False
+        first = self._now.get(mid) or self._before.get(mid)
+        if first is None:
+            self._now[mid] = event.id
+            if len(self._now) >= RECENT_MESSAGES:
+                self._before, self._now = self._now, {}
+            return False
+        return first != event.id

@@ -26,7 +26,7 @@ from redis.exceptions import ResponseError
 
 from .. import ids, keys
 from ..errors import LeaseLostError
-from ..events import Event, event_from_entry
+from ..events import Event, SeenMessages, event_from_entry
 from ..replies import error_word, streams_read, translate
 from ..selector import Selector
 from .base import Op, as_bool, command, script
@@ -91,7 +91,9 @@ class ExclusiveCursor:
         self.resumed_below: tuple[int, int] | None = None  # after a re-attach: held already
         self._in_flight: str | None = None
         self.discarded = 0
-        """Events read again after a re-attach that the application already had."""
+        """Events not handed out: read again after a re-attach that the application already
+        had, or a publish stored twice (`SeenMessages`)."""
+        self.seen = SeenMessages()
         self.unacked: list[str] = []
         """Ids handed out since the last ack, in id order (`_known`)."""
 
@@ -176,6 +178,10 @@ class ExclusiveCursor:
                 selectors and not all(s.matches(event.key, event.properties) for s in selectors)
             ):
                 self._skip(entry[0].decode())  # acknowledged with the next cumulative ack
+                continue
+            if self.seen.duplicate(event):
+                self.discarded += 1
+                self._skip(event.id)
                 continue
             events.append(event)
         if events:

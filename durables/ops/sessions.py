@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import ids, keys
-from ..events import Event, event_from_entry
+from ..events import Event, SeenMessages, event_from_entry
 from ..records import Interest, Nack, SessionRecord
 from ..replies import streams_read
 from .base import Op, as_bool, as_int, command, script, text, texts
@@ -220,7 +220,9 @@ class SessionCursors:
         self.batch = batch
         self.cursors = dict.fromkeys(interests, "0")  # own pending first, then '>'
         self.discarded = 0
-        """Events read again after an outage that the listeners already had."""
+        """Events read again after an outage that the listeners already had, or a publish
+        stored twice (`SeenMessages`, one per channel: message ids are the channel's)."""
+        self.seen = {c: SeenMessages() for c in interests}
         self.delivered: dict[str, tuple[int, int]] = {}
         """Per channel, the newest event handed to the listeners: after an outage the
         pending events are read again, and those are not handed out twice."""
@@ -281,6 +283,10 @@ class SessionCursors:
             event = event_from_entry(channel, entry)
             if event is None or not (everything or self.matches(interest, event.key)):
                 done.append(entry[0])
+                continue
+            if self.seen[channel].duplicate(event):  # a publish stored twice
+                done.append(entry[0])
+                self.discarded += 1
                 continue
             ack_required = event.ack_timeout_ms is not None
             if i < again:
