@@ -396,6 +396,9 @@ class SessionCore:
                     del self.record.interests[interest.channel]
                 self.record.disconnected_ms = yield from store.server_ms(self.ctx)
                 yield from store.save(self.ctx, self.record)
+                if self.max_depth is not None:  # away from now on: the larger limit holds
+                    yield from send([ops.queue(self.ctx.keys(c), self.id, "", False, depth=False)
+                                     for c in self.record.interests])  # fmt: skip
             else:
                 yield from store.remove(self.ctx, self.record)
         finally:

@@ -15,6 +15,7 @@ import durables
 
 from .conftest import FAST
 from .helpers import command_calls
+from .session_support import Recorder, wait_for
 
 AWAY_S = FAST["lease_timeout_s"] * 1.5
 """Long enough for the server to see a session as away (its consumer idle past its lease)."""
@@ -77,6 +78,32 @@ def test_the_limit_expands_while_away_and_reverts_at_80_percent_event_by_event(
     assert gate.got == [f"e{i}" for i in range(1, 9)]
     assert ch.nacks() == []
     s.close()
+
+
+@pytest.mark.both_clients
+def test_a_session_closed_with_keepalive_has_the_larger_limit_at_once(
+    client: durables.Client,
+) -> None:
+    """Away by its own word: no wait for the server to see its consumer idle."""
+    ch = client.channel("orders")
+    limits: dict[str, Any] = {"max_depth": 3, "disconnected_max_depth": 5}
+    s = client.session("phone", timeout=60, **limits)
+    s.register_interest("orders")
+    s.ready_for_events()
+    time.sleep(0.3)  # its consumer has read: the server has seen it lately
+    s.close(keepalive=True)
+    for i in range(1, 6):
+        ch.publish(f"e{i}")  # 5 > max_depth: only the disconnected limit lets them stay
+    rec = Recorder()
+    back = client.session("phone", timeout=60, **limits)
+    assert (back.resumed, back.state) == (True, "connected")
+    info = back.info()
+    assert (info.depth, info.queue_limit) == (5, 5)
+    back.add_listener("orders", rec)
+    back.ready_for_events()
+    wait_for(rec, 5)
+    assert [text for kind, text, _ in rec.log if kind == "event"] == [f"e{i}" for i in range(1, 6)]
+    back.close()
 
 
 def test_overflow_close_discards_the_queue_and_closes_the_session_with_a_warning(
