@@ -106,9 +106,12 @@ def test_a_session_closed_with_keepalive_has_the_larger_limit_at_once(
     back.close()
 
 
-def test_overflow_close_discards_the_queue_and_closes_the_session_with_a_warning(
+@pytest.mark.both_clients
+def test_a_session_closed_by_an_overflow_while_away_starts_anew_with_an_alert(
     client: durables.Client, caplog: pytest.LogCaptureFixture
 ) -> None:
+    """The queue is discarded at the first event beyond the limit; coming back is as after
+    a timeout: a new session (nothing old replayed), the closing logged and recorded."""
     ch = client.channel("orders")
     away_session(client, "small", max_depth=3)
     time.sleep(AWAY_S)
@@ -116,9 +119,20 @@ def test_overflow_close_discards_the_queue_and_closes_the_session_with_a_warning
         ch.publish(f"e{i}")  # the 4th is beyond the limit: the queue goes
     with caplog.at_level(logging.WARNING):
         s = client.session("small", timeout=60, max_depth=3)
-        assert s.state == "closed"
+    assert (s.resumed, s.state) == (False, "connected")
+    assert s.interests == {}
     assert any("'small' was closed" in r.getMessage() for r in caplog.records)
     assert any("'small' was closed" in a["message"] for a in client.alerts())
+    rec = Recorder()
+    s.register_interest("orders")
+    s.add_listener("orders", rec)
+    s.ready_for_events()
+    ch.publish("e5")
+    wait_for(rec, 1)
+    time.sleep(0.3)
+    assert [text for kind, text, _ in rec.log if kind == "event"] == ["e5"]
+    assert s.info().queue_limit == 3
+    s.close(keepalive=False)
     assert "small" not in [r.id for r in client.sessions()]
 
 
