@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import re
 import threading
 import time
 from abc import ABC, abstractmethod
@@ -26,7 +25,7 @@ from .context import BaseContext, Context
 from .errors import ConfigError, ConnectionLostError, DurableNotFound, DurablesError
 from .ops import sessions as ops
 from .ops.flows import Flow, awaited, recover, run, send
-from .ops.sessions import SessionCursors
+from .ops.sessions import SessionCursors, interest_matches
 
 if TYPE_CHECKING:
     from .cache import LocalCache
@@ -65,17 +64,6 @@ def as_listener(listener: Any) -> Any:
         f"a session listener is a function of the event or an object with on_event(event), "
         f"got {type(listener).__name__}"
     )
-
-
-def interest_matches(interest: Interest, key: str | None) -> bool:
-    """Whether an event with `key` is of interest (keyless events go to ALL_KEYS only)."""
-    if interest.keys is None and interest.regex is None:
-        return True
-    if key is None:
-        return False
-    if interest.keys is not None and key in interest.keys:
-        return True
-    return interest.regex is not None and re.fullmatch(interest.regex, key) is not None
 
 
 C = TypeVar("C", bound=BaseContext)
@@ -243,10 +231,11 @@ class DeliveryLoop(ABC, Generic[C]):
         return now_ms > sent_ms + (event.ack_timeout_ms or 0)
 
     def _nack(self, event: Event, reason: str) -> Flow[None]:
-        log.warning("session %r: event %s of %r %s", self.session_id, event.id, event.channel,
-                    reason.replace("_", " "))  # fmt: skip
-        yield from run(ops.nack(self.ctx.keys(event.channel), event.id, self.session_id, reason),
-                       retry=False)  # fmt: skip
+        """Record the nack (unless housekeeping did, before this session read the event)."""
+        k = self.ctx.keys(event.channel)
+        if (yield from run(ops.nack(k, event.id, self.session_id, reason), retry=False)):
+            log.warning("session %r: event %s of %r %s", self.session_id, event.id,
+                        event.channel, reason.replace("_", " "))  # fmt: skip
 
     def ack_op(self, event: Event) -> Op[Any]:
         """The acknowledgement of an ack-required event the application acknowledged."""
