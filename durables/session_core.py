@@ -35,9 +35,10 @@ from .leases import Lease
 from .ops import channels as channel_ops
 from .ops import sessions as ops
 from .ops.flows import Flow, run, send
+from .ops.sessions import interest_matches
 from .publishing import publish_encoded
 from .records import Interest, SessionInfo, SessionRecord
-from .session_delivery import DeliveryLoop, as_listener, interest_matches
+from .session_delivery import DeliveryLoop, as_listener
 
 if TYPE_CHECKING:
     from .context import BaseContext
