@@ -102,7 +102,8 @@ class Session(SessionCore):
         delivery = Delivery(
             self.ctx, self.id, interests, self.markers, self.listeners,
             self.cache, outage=self.lost_connection, away=self.away, resume=self.resuming,
-            queue_gone=self.queue_gone, batch=self.recovery_buffer, auto_ack=self.auto_ack,
+            queue_gone=self.queue_gone, ended=self.ended, batch=self.recovery_buffer,
+            auto_ack=self.auto_ack,
             clock_offset_ms=self._clock_offset_ms,
         )  # fmt: skip
         self._delivery = delivery

@@ -23,6 +23,7 @@ from . import names
 from . import session_store as store
 from .cache import LocalCache
 from .errors import (
+    AccessDeniedError,
     ChannelNotFound,
     ConfigError,
     ConnectionLostError,
@@ -105,6 +106,9 @@ class SessionCore:
         self._state_listeners: list[StateListener] = []
         self._delivery: DeliveryLoop[Any] | None = None
         self._state: SessionState = "disconnected"
+        self.error: BaseException | None = None
+        """Why the session ended by itself ("closed"), when the server refused it (as an
+        ACL narrowed under it) or its delivery failed; None otherwise."""
         self._lock = lock
         self.markers: dict[str, str] = {}
 
@@ -261,7 +265,17 @@ class SessionCore:
 
     def _keep_alive(self) -> None:
         renew = ops.touch(self.ctx.namespace, self.id, self.token, self.ctx.lease_ms)
-        self.ctx.runtime.heartbeat.add(Lease(self.token, renew, self.lost_connection))
+        self.ctx.runtime.heartbeat.add(Lease(self.token, renew, self.lost_connection, self.ended))
+
+    def ended(self, error: BaseException) -> None:
+        """The server refused the session (as an ACL narrowed under it), or its delivery
+        stopped on an error: it ends "closed", with the error in `error` (as a
+        subscription's in `sub.error`). Its live lease lapses by itself."""
+        if self._state == "closed":
+            return
+        self.error = error
+        self.ctx.runtime.heartbeat.remove(self.token)
+        self._set_state("closed")
 
     def lost_connection(self) -> None:
         """The connection broke, or the heartbeat found the live lease gone (this client
@@ -314,13 +328,18 @@ class SessionCore:
 
     def _check_connected(self, what: str, server_connected: bool) -> Flow[None]:
         if self._state == "disconnected" and server_connected:
-            with contextlib.suppress(DurablesError):  # back without a delivery running
+            try:  # back without a delivery running
                 yield from self.resuming()
+            except AccessDeniedError as exc:
+                self.ended(exc)
+            except DurablesError:
+                pass
         if not self.connected:
+            why = f" ({self.error})" if self.error is not None else ""
             raise UnconnectedError(
-                f"cannot {what} while session {self.id!r} is {self._state}; "
+                f"cannot {what} while session {self.id!r} is {self._state}{why}; "
                 f"the local cache still serves reads"
-            )
+            ) from self.error
 
     # -- interests, listeners, cache --------------------------------------------------
 

@@ -78,7 +78,7 @@ class DeliveryLoop(ABC, Generic[C]):
     The session's hooks: `outage()` when the connection broke, `away()` while the session
     is not live (the heartbeat found its live lease gone, as after a long pause), the flows
     `resume()` to be live again and `queue_gone()` when a queue vanished (true: the session
-    expired, and is away).
+    expired, and is away), and `ended(error)` when the delivery stops on an error.
     """
 
     def __init__(
@@ -94,6 +94,7 @@ class DeliveryLoop(ABC, Generic[C]):
         away: Callable[[], bool],
         resume: Callable[[], Flow[None]],
         queue_gone: Callable[[], Flow[bool]],
+        ended: Callable[[BaseException], None],
         batch: int | None,
         auto_ack: bool,
         clock_offset_ms: int,
@@ -109,6 +110,7 @@ class DeliveryLoop(ABC, Generic[C]):
         )  # fmt: skip
         self._outage, self._away, self._resume = outage, away, resume
         self._queue_gone = queue_gone
+        self._ended = ended
         self.listeners = listeners
         self.cache = cache
         self.live: set[str] = set()
@@ -141,9 +143,11 @@ class DeliveryLoop(ABC, Generic[C]):
         except DurablesError as exc:
             self.error = exc
             log.error("session delivery stopped: %s", exc)
+            self._ended(exc)
         except Exception as exc:  # a bug: said loudly, not a delivery that just ends
             self.error = exc
             log.exception("session delivery stopped by an unexpected error")
+            self._ended(exc)
 
     def _ride_out(self) -> Flow[None]:
         """Wait for the server (a slice at a time, so a stop stays prompt), let the session
