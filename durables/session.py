@@ -53,7 +53,8 @@ class Session(SessionCore):
         super().__init__(
             ctx, session_id, timeout, max_depth=max_depth,
             disconnected_max_depth=disconnected_max_depth, overflow=overflow,
-            recovery_buffer=recovery_buffer, auto_ack=auto_ack, lock=threading.RLock(),
+            recovery_buffer=recovery_buffer, auto_ack=auto_ack, lock=threading.Lock(),
+            gate=threading.Event,
         )  # fmt: skip
         self.executor = ctx.executor
         self.executor.drive(self.opening())

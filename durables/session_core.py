@@ -17,7 +17,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from . import names
 from . import session_store as store
@@ -35,7 +35,7 @@ from .events import Batch, Encoded, check_key, encode_data, encode_event, tombst
 from .leases import Lease
 from .ops import channels as channel_ops
 from .ops import sessions as ops
-from .ops.flows import Flow, run, send
+from .ops.flows import Flow, call, run, send
 from .ops.sessions import interest_matches
 from .publishing import publish_encoded
 from .records import Interest, SessionInfo, SessionRecord
@@ -62,6 +62,14 @@ Overflow = Literal["close", "drop_oldest"]
 StateListener = Callable[[str, str], object]
 
 
+class Gate(Protocol):
+    """What a second resumer waits on (`threading.Event`, `asyncio.Event`)."""
+
+    def set(self) -> None: ...
+
+    def wait(self) -> Any: ...
+
+
 class SessionCore:
     """A durable client: a queue per interested channel that outlives disconnects.
 
@@ -69,7 +77,9 @@ class SessionCore:
     its own and the server keeps the queue for `timeout` seconds), "expired" (the
     keep-alive passed while away, so a new session with the same interests was opened)
     or "closed". `lock` guards the state (the sync session's delivery thread resumes it
-    while the application calls it).
+    while the application calls it) and is never held across a round trip; `gate()` makes
+    what a second resumer waits on while one resumes (a `threading.Event` or an
+    `asyncio.Event`: `wait()` blocks or is awaited, `set()` ends it).
     """
 
     def __init__(
@@ -84,6 +94,7 @@ class SessionCore:
         recovery_buffer: int | None,
         auto_ack: bool,
         lock: AbstractContextManager[Any],
+        gate: Callable[[], Gate],
     ) -> None:
         check_options(session_id, timeout, max_depth, disconnected_max_depth, overflow,
                       recovery_buffer)  # fmt: skip
@@ -110,6 +121,8 @@ class SessionCore:
         """Why the session ended by itself ("closed"), when the server refused it (as an
         ACL narrowed under it) or its delivery failed; None otherwise."""
         self._lock = lock
+        self._gate = gate
+        self._resume_under_way: Gate | None = None
         self.markers: dict[str, str] = {}
 
     def __repr__(self) -> str:
@@ -304,27 +317,45 @@ class SessionCore:
         session if its keep-alive has not passed, else with a new one with the same
         interests (seed 002: "a normal new connection ... with the same topic set"). If
         another client opened the session meanwhile, it is that client's: this one is
-        closed (`SessionInUseError`)."""
+        closed (`SessionInUseError`). A second resumer (the delivery and the application at
+        once) waits for the first, with no lock held across the round trips."""
         with self._lock:
             if self._state != "disconnected":
                 return
-            try:
-                yield from self._take_live_lease()
-            except SessionInUseError:  # opened by another client while this one was away
-                self.ctx.runtime.heartbeat.remove(self.token)
-                self._set_state("closed")
-                raise
-            interests = dict(self.record.interests)
-            resumed, self.record = yield from self._open(self._timeout_ms)
-            if not resumed:
-                for channel, interest in ops.carried_over(interests, self.record).items():
-                    yield from run(ops.join(self.ctx.keys(channel), self.id))
-                    self.record.interests[channel] = interest
-                yield from store.save(self.ctx, self.record)
-            self.resumed = resumed
-            self._keep_alive()
-        self._set_state("connected" if resumed else "expired")
+            under_way = self._resume_under_way
+            if under_way is None:
+                self._resume_under_way = done = self._gate()
+        if under_way is not None:
+            yield from call(under_way.wait)
+            return
+        try:
+            resumed = yield from self._resume()
+            self._set_state("connected" if resumed else "expired")
+        finally:
+            with self._lock:
+                self._resume_under_way = None
+            done.set()
         yield from self._queues(self._limits())
+
+    def _resume(self) -> Flow[bool]:
+        """Be the live client again, of the same session or of a new one with the same
+        interests; whether it is the same."""
+        try:
+            yield from self._take_live_lease()
+        except SessionInUseError:  # opened by another client while this one was away
+            self.ctx.runtime.heartbeat.remove(self.token)
+            self._set_state("closed")
+            raise
+        interests = dict(self.record.interests)
+        resumed, self.record = yield from self._open(self._timeout_ms)
+        if not resumed:
+            for channel, interest in ops.carried_over(interests, self.record).items():
+                yield from run(ops.join(self.ctx.keys(channel), self.id))
+                self.record.interests[channel] = interest
+            yield from store.save(self.ctx, self.record)
+        self.resumed = resumed
+        self._keep_alive()
+        return resumed
 
     def _check_connected(self, what: str, server_connected: bool) -> Flow[None]:
         if self._state == "disconnected" and server_connected:

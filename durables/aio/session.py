@@ -52,6 +52,7 @@ class AsyncSession(SessionCore):
             ctx, session_id, timeout, max_depth=max_depth,
             disconnected_max_depth=disconnected_max_depth, overflow=overflow,
             recovery_buffer=recovery_buffer, auto_ack=auto_ack, lock=nullcontext(),
+            gate=asyncio.Event,
         )  # fmt: skip
         self.executor = ctx.executor
 
