@@ -42,7 +42,7 @@ def nack_expired(ctx: BaseContext, k: ChannelKeys) -> Flow[int]:
     """Nacks for ack-required events whose timeout passed unacknowledged, sent or not yet
     (seed 002: "the non-acknowledgment is notified", also for a session that never comes
     back); how many. An event not sent yet is nacked if it is of the session's interest."""
-    recorded, unsent = yield from run(ops.nack_expired(k))
+    recorded, unsent = yield from run(ops.nack_expired(k, ctx.lease_ms))
     interests: dict[str, Interest | None] = {}
     for event in unsent:
         if event.session_id not in interests:

@@ -2,7 +2,8 @@
 -- the timeout expires): every session's event whose ack timeout has passed (its id's time
 -- plus its 'a' field, on the server's clock). One sent and not acknowledged (pending) is
 -- taken off the session's queue and recorded as a nack with reason 'timeout'. One not sent
--- yet (unread: the session is away, or behind) is noted in the unsent zset and returned:
+-- yet to a session that is away (its consumer idle past the lease, or none: a live one
+-- nacks such events itself as it reads them) is noted in the unsent zset and returned:
 -- the caller, who knows the session's interests, records it with nack.lua
 -- ('expired_before_sent'), and the session, if it comes back, skips it without a second
 -- nack. Notes of events the group has passed are pruned here.
@@ -10,12 +11,17 @@
 -- KEYS[2]  the channel's nack stream
 -- KEYS[3]  the channel's meta hash ('ackreq' says the channel has had such events)
 -- KEYS[4]  the channel's unsent zset ('<session id> <event id>', score 0)
+-- ARGV[1]  the lease in milliseconds (a session's consumer idle longer is away)
 -- Returns  {nacks recorded, {session id, event id, key ('' for none)} for each event noted
 --          as unsent now}.
 -- Errors   none of its own.
 --@include clock
 --@include ids
-local MAX_PENDING, MAX_UNREAD = 1000, 10000  -- per session and round: the next goes on
+-- Per round: pending events looked at per session, unread ones over all sessions (the
+-- first of each away session's queue; later rounds go on where events were acknowledged).
+local MAX_PENDING, MAX_UNREAD = 1000, 10000
+local lease_ms = tonumber(ARGV[1])
+local budget = MAX_UNREAD
 if redis.call('HGET', KEYS[3], 'ackreq') ~= '1' or redis.call('EXISTS', KEYS[1]) == 0 then
   return {0, {}}
 end
@@ -33,6 +39,18 @@ end
 
 local function expired(id, timeout)
   return timeout and now > tonumber(string.match(id, '^(%d+)-')) + timeout
+end
+
+-- Whether a session's group has no consumer active within the lease.
+local function away(group)
+  for _, c in ipairs(redis.call('XINFO', 'CONSUMERS', KEYS[1], group)) do
+    for i = 1, #c, 2 do
+      if c[i] == 'idle' and c[i + 1] < lease_ms then
+        return false
+      end
+    end
+  end
+  return true
 end
 
 -- Events sent and not acknowledged in time.
@@ -59,10 +77,12 @@ local function unsent(sid, last, scan)
       redis.call('ZREM', KEYS[4], member)
     end
   end
-  if not scan then
+  if not scan or budget <= 0 then
     return
   end
-  for _, entry in ipairs(redis.call('XRANGE', KEYS[1], '(' .. last, '+', 'COUNT', MAX_UNREAD)) do
+  local entries = redis.call('XRANGE', KEYS[1], '(' .. last, '+', 'COUNT', budget)
+  budget = budget - #entries
+  for _, entry in ipairs(entries) do
     local id = entry[1]
     if expired(id, tonumber(field(entry[2], 'a')))
         and redis.call('ZADD', KEYS[4], 'NX', 0, sid .. ' ' .. id) == 1 then
@@ -82,7 +102,7 @@ for _, g in ipairs(redis.call('XINFO', 'GROUPS', KEYS[1])) do
     if info['pending'] > 0 then
       sent(group, sid)
     end
-    unsent(sid, info['last-delivered-id'], info['lag'] ~= 0)  -- lag nil: not known
+    unsent(sid, info['last-delivered-id'], info['lag'] ~= 0 and away(group))  -- lag nil: unknown
   end
 end
 return {recorded, noted}

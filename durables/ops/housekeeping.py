@@ -71,9 +71,9 @@ def _expired(reply: Any) -> tuple[int, list[Unsent]]:
     return as_int(recorded), [Unsent(text(s), text(e), text(k) or None) for s, e, k in noted]
 
 
-def nack_expired(k: keys.ChannelKeys) -> Op[tuple[int, list[Unsent]]]:
+def nack_expired(k: keys.ChannelKeys, lease_ms: int) -> Op[tuple[int, list[Unsent]]]:
     """Record a nack for every ack-required event a session was sent and let time out; how
-    many, and the events whose timeout passed before a session read them (to nack if of
-    the session's interest: `ops.sessions.nack(..., 'unsent')`)."""
-    return script("nack_expired", [k.stream, k.nacks, k.meta, k.unsent_nacks], [],
+    many, and the events whose timeout passed before a session away (idle past `lease_ms`)
+    read them (to nack if of the session's interest: `ops.sessions.nack(..., 'unsent')`)."""
+    return script("nack_expired", [k.stream, k.nacks, k.meta, k.unsent_nacks], [lease_ms],
                   parse=_expired, context=f"nacks of {k.channel!r}")  # fmt: skip
