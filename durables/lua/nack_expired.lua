@@ -17,8 +17,9 @@
 -- Errors   none of its own.
 --@include clock
 --@include ids
--- Per round: pending events looked at per session, unread ones over all sessions (the
--- first of each away session's queue; later rounds go on where events were acknowledged).
+-- Per round: pending events looked at per session, and unread ones over all sessions (the
+-- first ones of each away session's queue: an expired event further back is found once the
+-- queue before it has moved).
 local MAX_PENDING, MAX_UNREAD = 1000, 10000
 local lease_ms = tonumber(ARGV[1])
 local budget = MAX_UNREAD
