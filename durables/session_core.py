@@ -342,8 +342,9 @@ class SessionCore:
         interests; whether it is the same."""
         try:
             yield from self._take_live_lease()
-        except SessionInUseError:  # opened by another client while this one was away
+        except SessionInUseError as exc:  # opened by another client while this one was away
             self.ctx.runtime.heartbeat.remove(self.token)
+            self.error = exc
             self._set_state("closed")
             raise
         interests = dict(self.record.interests)
