@@ -318,16 +318,17 @@ class SessionCore:
         interests (seed 002: "a normal new connection ... with the same topic set"). If
         another client opened the session meanwhile, it is that client's: this one is
         closed (`SessionInUseError`). A second resumer (the delivery and the application at
-        once) waits for the first, with no lock held across the round trips."""
-        with self._lock:
-            if self._state != "disconnected":
-                return
-            under_way = self._resume_under_way
-            if under_way is None:
-                self._resume_under_way = done = self._gate()
-        if under_way is not None:
+        once) waits for the first (and tries itself if that one failed), with no lock held
+        across the round trips."""
+        while True:
+            with self._lock:
+                if self._state != "disconnected":
+                    return
+                under_way = self._resume_under_way
+                if under_way is None:
+                    self._resume_under_way = done = self._gate()
+                    break
             yield from call(under_way.wait)
-            return
         try:
             resumed = yield from self._resume()
             self._set_state("connected" if resumed else "expired")
