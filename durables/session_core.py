@@ -133,7 +133,7 @@ class SessionCore:
         yield from self._take_live_lease()
         try:
             self.resumed, self.record = yield from self._open(self._timeout_ms)
-            if self.resumed and (yield from self._closed_while_away()):
+            if self.resumed and (yield from store.closed_while_away(self.ctx, self.record)):
                 # seed 000: as after a timeout, "treat it as a new client"
                 self.resumed, self.record = yield from self._open(self._timeout_ms)
         except BaseException:
@@ -203,48 +203,14 @@ class SessionCore:
         when `depth`), reporting what an overflow did: drops are logged and alerted; a
         closed queue closes the session."""
         live = None if self._state == "disconnected" else True
-        found, closed = yield from self._looking(limits, live, depth)
+        found, closed = yield from store.looking(self.ctx, self.record, limits, live, depth)
         if closed:
             yield from self._overflowed(closed)
         return found
 
-    def _looking(
-        self, limits: str, live: bool | None, depth: bool
-    ) -> Flow[tuple[list[ops.Queue], str | None]]:
-        """Each interested channel's queue, drops alerted; and what says an overflow closed
-        the session, if one did."""
-        channels = list(self.record.interests)
-        found = yield from send(
-            [ops.queue(self.ctx.keys(c), self.id, limits, live, depth) for c in channels]
-        )
-        closed_by = None
-        for channel, queue in zip(channels, found, strict=True):
-            dropped, closed = ops.overflow_notes(self.id, channel, queue)
-            if dropped:
-                yield from self._alert(dropped)
-            closed_by = closed_by or closed
-        return list(found), closed_by
-
-    def _closed_while_away(self) -> Flow[bool]:
-        """Whether an overflow closed the session while it was away: then it is gone
-        (alerted, its record and queues removed), and opening it starts anew."""
-        if not self.record.interests:
-            return False
-        _, closed = yield from self._looking("", None, depth=False)
-        if closed is None:
-            return False
-        yield from self._alert(f"{closed}; it starts anew")
-        yield from store.remove(self.ctx, self.record)
-        return True
-
-    def _alert(self, message: str) -> Flow[None]:
-        log.warning(message)
-        now = yield from store.server_ms(self.ctx)
-        yield from store.alert(self.ctx, message, now, session=self.id)
-
     def _overflowed(self, message: str) -> Flow[None]:
         """An overflow with overflow='close': the session is closed, its queues discarded."""
-        yield from self._alert(message)
+        yield from store.warn(self.ctx, message, self.id)
         with contextlib.suppress(DurablesError):
             yield from store.remove(self.ctx, self.record)
         self._set_state("closed")

@@ -136,6 +136,25 @@ def test_a_session_closed_by_an_overflow_while_away_starts_anew_with_an_alert(
     assert "small" not in [r.id for r in client.sessions()]
 
 
+@pytest.mark.both_clients
+def test_housekeeping_removes_a_session_an_overflow_closed_while_away_with_an_alert(
+    client: durables.Client,
+) -> None:
+    """The alert is recorded whether the session comes back or not."""
+    ch = client.channel("orders")
+    away_session(client, "small", max_depth=3)
+    time.sleep(AWAY_S)
+    for i in range(1, 5):
+        ch.publish(f"e{i}")
+    report = client.housekeep()
+    assert (report.closed_sessions, report.expired_sessions) == (["small"], [])
+    assert any("'small' was closed" in a["message"] for a in client.alerts())
+    assert "small" not in [r.id for r in client.sessions()]
+    s = client.session("small", timeout=60, max_depth=3)
+    assert (s.resumed, s.state) == (False, "connected")
+    s.close(keepalive=False)
+
+
 def test_overflow_drop_oldest_keeps_the_newest_and_says_how_many_went(
     client: durables.Client, caplog: pytest.LogCaptureFixture
 ) -> None:
