@@ -68,7 +68,7 @@ class Client:
             executor.close()
             raise
         heartbeat = Heartbeat(
-            Executor(self.transport.connect(beat_timeout, quick)),
+            Executor(self.transport.connect(beat_timeout, quick), reports=False),
             int(settings.lease_timeout_s * 1000),
             on_failure=self._heartbeat_failed,
         )

@@ -40,6 +40,9 @@ in one slot and every Lua script runs unchanged on Redis Cluster:
                                       after that, the dispatcher settles)
     <ns>:{<ch>}:dead:<durable>        stream: dead letters (events past max_deliveries)
     <ns>:{<ch>}:nacks                 stream: ack-required events a session did not acknowledge
+    <ns>:{<ch>}:unsent                zset: '<session id> <event id>' of ack-required events whose
+                                      timeout passed before the session read them (nacked by
+                                      housekeeping: the session skips them without a second nack)
     <ns>:{<ch>}:strips                zset: session id -> publish count at which to check its queue
     <ns>:{<ch>}:slimits               hash: session id -> its queue limits on this channel, and
                                       its group's position as the last look left it
@@ -143,6 +146,10 @@ class ChannelKeys:
         return f"{self.prefix}:nacks"
 
     @property
+    def unsent_nacks(self) -> str:
+        return f"{self.prefix}:unsent"
+
+    @property
     def session_trips(self) -> str:
         return f"{self.prefix}:strips"
 
@@ -225,7 +232,7 @@ class ChannelKeys:
     def channel_level(self) -> list[str]:
         """Every key of the channel beside its stream, meta and durables hash (which
         `delete_channel.lua` takes first): all go when the channel is deleted."""
-        return [self.last_values, self.last_ids, self.nacks, self.session_trips,
+        return [self.last_values, self.last_ids, self.nacks, self.unsent_nacks, self.session_trips,
                 self.session_limits, self.overflowed, self.message_ids, self.message_times,
                 self.producers, self.sinks]  # fmt: skip
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import re
 import threading
 import time
 from abc import ABC, abstractmethod
@@ -26,7 +25,7 @@ from .context import BaseContext, Context
 from .errors import ConfigError, ConnectionLostError, DurableNotFound, DurablesError
 from .ops import sessions as ops
 from .ops.flows import Flow, awaited, recover, run, send
-from .ops.sessions import SessionCursors
+from .ops.sessions import SessionCursors, interest_matches
 
 if TYPE_CHECKING:
     from .cache import LocalCache
@@ -67,17 +66,6 @@ def as_listener(listener: Any) -> Any:
     )
 
 
-def interest_matches(interest: Interest, key: str | None) -> bool:
-    """Whether an event with `key` is of interest (keyless events go to ALL_KEYS only)."""
-    if interest.keys is None and interest.regex is None:
-        return True
-    if key is None:
-        return False
-    if interest.keys is not None and key in interest.keys:
-        return True
-    return interest.regex is not None and re.fullmatch(interest.regex, key) is not None
-
-
 C = TypeVar("C", bound=BaseContext)
 
 
@@ -90,7 +78,7 @@ class DeliveryLoop(ABC, Generic[C]):
     The session's hooks: `outage()` when the connection broke, `away()` while the session
     is not live (the heartbeat found its live lease gone, as after a long pause), the flows
     `resume()` to be live again and `queue_gone()` when a queue vanished (true: the session
-    expired, and is away).
+    expired, and is away), and `ended(error)` when the delivery stops on an error.
     """
 
     def __init__(
@@ -106,6 +94,7 @@ class DeliveryLoop(ABC, Generic[C]):
         away: Callable[[], bool],
         resume: Callable[[], Flow[None]],
         queue_gone: Callable[[], Flow[bool]],
+        ended: Callable[[BaseException], None],
         batch: int | None,
         auto_ack: bool,
         clock_offset_ms: int,
@@ -121,6 +110,7 @@ class DeliveryLoop(ABC, Generic[C]):
         )  # fmt: skip
         self._outage, self._away, self._resume = outage, away, resume
         self._queue_gone = queue_gone
+        self._ended = ended
         self.listeners = listeners
         self.cache = cache
         self.live: set[str] = set()
@@ -153,9 +143,11 @@ class DeliveryLoop(ABC, Generic[C]):
         except DurablesError as exc:
             self.error = exc
             log.error("session delivery stopped: %s", exc)
+            self._ended(exc)
         except Exception as exc:  # a bug: said loudly, not a delivery that just ends
             self.error = exc
             log.exception("session delivery stopped by an unexpected error")
+            self._ended(exc)
 
     def _ride_out(self) -> Flow[None]:
         """Wait for the server (a slice at a time, so a stop stays prompt), let the session
@@ -243,10 +235,11 @@ class DeliveryLoop(ABC, Generic[C]):
         return now_ms > sent_ms + (event.ack_timeout_ms or 0)
 
     def _nack(self, event: Event, reason: str) -> Flow[None]:
-        log.warning("session %r: event %s of %r %s", self.session_id, event.id, event.channel,
-                    reason.replace("_", " "))  # fmt: skip
-        yield from run(ops.nack(self.ctx.keys(event.channel), event.id, self.session_id, reason),
-                       retry=False)  # fmt: skip
+        """Record the nack (unless housekeeping did, before this session read the event)."""
+        k = self.ctx.keys(event.channel)
+        if (yield from run(ops.nack(k, event.id, self.session_id, reason), retry=False)):
+            log.warning("session %r: event %s of %r %s", self.session_id, event.id,
+                        event.channel, reason.replace("_", " "))  # fmt: skip
 
     def ack_op(self, event: Event) -> Op[Any]:
         """The acknowledgement of an ack-required event the application acknowledged."""

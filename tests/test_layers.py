@@ -222,3 +222,24 @@ def test_each_module_imports_alone() -> None:
         capture_output=True, text=True, timeout=120, check=False,
     )  # fmt: skip
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+
+
+SESSION_MODULES = ("session_core", "session_delivery", "session_store", "session", "aio.session")
+
+
+def test_no_session_lock_is_held_across_a_round_trip() -> None:
+    """A flow yields at each round trip (or outage waited out): a lock held over a `yield`
+    stalls every other thread that wants it (the heartbeat telling the session its lease
+    is gone) for as long as the server takes, an outage too."""
+    held = []
+    for name in SESSION_MODULES:
+        tree = ast.parse(modules()[name].read_text())
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.With | ast.AsyncWith):
+                continue
+            if not any("lock" in ast.unparse(item.context_expr) for item in node.items):
+                continue
+            inner = [n for stmt in node.body for n in ast.walk(stmt)]
+            if any(isinstance(n, ast.Yield | ast.YieldFrom | ast.Await) for n in inner):
+                held.append(f"durables.{name} line {node.lineno}")
+    assert held == []

@@ -17,11 +17,11 @@ from durables.ops import channels, sessions
 from durables.ops import durables as durable_ops
 from durables.ops.base import Op, command
 from durables.ops.exclusive import ExclusiveCursor
+from durables.ops.sessions import interest_matches
 from durables.ops.shared import SharedHandout
 from durables.records import DurableSpec, Interest
 from durables.replies import translate
 from durables.selector import compile_filter
-from durables.session_delivery import interest_matches
 
 K = keys.ChannelKeys("ns", "orders")
 

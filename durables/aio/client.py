@@ -59,7 +59,7 @@ class AsyncClient:
             probe=open_redis(self.url, beat_timeout, quick, tls),
         )
         heartbeat = AsyncHeartbeat(
-            AsyncExecutor(open_redis(self.url, beat_timeout, quick, tls)),
+            AsyncExecutor(open_redis(self.url, beat_timeout, quick, tls), reports=False),
             int(settings.lease_timeout_s * 1000),
             on_failure=self._heartbeat_failed,
         )

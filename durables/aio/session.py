@@ -52,6 +52,7 @@ class AsyncSession(SessionCore):
             ctx, session_id, timeout, max_depth=max_depth,
             disconnected_max_depth=disconnected_max_depth, overflow=overflow,
             recovery_buffer=recovery_buffer, auto_ack=auto_ack, lock=nullcontext(),
+            gate=asyncio.Event,
         )  # fmt: skip
         self.executor = ctx.executor
 
@@ -130,7 +131,7 @@ class AsyncDelivery(DeliveryLoop["AsyncContext"]):
             session.ctx, session.id, interests, session.markers, session.listeners,
             session.cache, outage=session.lost_connection, away=session.away,
             resume=session.resuming,
-            queue_gone=session.queue_gone, batch=session.recovery_buffer,
+            queue_gone=session.queue_gone, ended=session.ended, batch=session.recovery_buffer,
             auto_ack=session.auto_ack, clock_offset_ms=session._clock_offset_ms,
         )  # fmt: skip
         self.executor = session.executor
