@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
@@ -40,6 +41,9 @@ class Lease:
     renew: Op[bool]
     on_lost: Callable[[], None]
     on_refused: Callable[[AccessDeniedError], None] | None = None
+    on_held: Callable[[float], None] | None = None
+    """Told, after each renewal, when (local monotonic seconds) the renewal was sent: the
+    lease is the holder's at least until then plus the lease time."""
 
 
 class LeaseHolder:
@@ -87,6 +91,7 @@ class Beats:
         with self._lock:
             leases = list(self._leases.values())
         ops: list[Op[Any]] = [lease.renew for lease in leases] or [PING]
+        sent = time.monotonic()
         try:
             try:
                 held = yield from send(ops, retry=False)
@@ -104,6 +109,8 @@ class Beats:
             if not still:
                 self.remove(lease.token)
                 lease.on_lost()
+            elif lease.on_held is not None:
+                lease.on_held(sent)
 
     def _one_by_one(self, leases: list[Lease]) -> Flow[list[bool]]:
         """Renew each lease alone: the holders of those the server refuses (as an ACL

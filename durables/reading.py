@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from .context import BaseContext
     from .events import Event
     from .keys import ChannelKeys
+    from .ops.base import Op
     from .selector import Selector
 
 log = logging.getLogger(__name__)
@@ -45,6 +46,11 @@ class ReaderLoop(LeaseHolder, ABC):
     stops_on_error = False
     state: ExclusiveCursor | SharedHandout
     """The kind's state machine: what to send next and what a reply means."""
+    lost_acks = 0
+    """Acknowledgements and rollbacks the server refused because this consumer's lease had
+    lapsed meanwhile (an outage longer than the lease): not the application's error. The
+    consumer attaches again at its next read; events it could not acknowledge come again,
+    flagged `redelivered`, to whoever holds them next."""
 
     def __init__(self, ctx: BaseContext, k: ChannelKeys, lock: AbstractContextManager[Any]) -> None:
         self.ctx: BaseContext = ctx
@@ -93,6 +99,26 @@ class ReaderLoop(LeaseHolder, ABC):
     def _touched(self) -> None:
         """Acknowledged events may be trimmed now."""
         self.ctx.touch(self.k.channel)
+
+    def sending(self, ops: Sequence[Op[Any]], *, retry: bool = True) -> Flow[int]:
+        """Send acknowledgements or rollbacks the state machine made (outside its lock);
+        1 if the server refused them for a lapsed lease (counted in `lost_acks`, one log
+        line: the application's loop goes on), else 0."""
+        if not ops:
+            return 0
+        try:
+            yield from send(ops, retry=retry)
+        except LeaseLostError as exc:
+            self._lost = True  # the next read attaches again
+            self.lost_acks += 1
+            self._acks_refused()
+            log.warning("%s: %s; what it held comes again, flagged", self._context, exc)
+            return 1
+        self._touched()
+        return 0
+
+    def _acks_refused(self) -> None:
+        """What the state machine makes of acknowledgements refused for a lapsed lease."""
 
 
 class FetchReader(Protocol):
@@ -175,27 +201,37 @@ class ExclusiveLoop(ReaderLoop):
             selectors=selectors,
         )  # fmt: skip
         self._context = self.state.context
+        self._held_until = 0.0
+        """Until when (local monotonic seconds) the lease is surely this consumer's: the
+        send time of its last renewal or attach, plus the lease time."""
 
     def _lease(self) -> Lease:
-        return Lease(self.token, self.state.renew(), self._on_lost)
+        return Lease(self.token, self.state.renew(), self._on_lost, on_held=self._on_held)
+
+    def _on_held(self, sent: float) -> None:
+        self._held_until = max(self._held_until, sent + self.ctx.settings.lease_timeout_s)
 
     def attaching(self) -> Flow[None]:
         self._epoch = self.ctx.executor.epoch
+        sent = self.ctx.clock()
         counts = yield from run(self.state.attach())
         with self.lock:
             self.state.on_attach(counts)
+        self._on_held(sent)
         self.ctx.runtime.heartbeat.add(self._lease())
 
     def reattaching(self) -> Flow[None]:
         """After an outage or a lapsed lease: take the lease again if it is still free (or
         still ours), and go on where the server says this consumer stands."""
         epoch = self.ctx.executor.epoch
+        sent = self.ctx.clock()
         try:
             counts = yield from run(self.state.attach(), retry=False)
         except DurableInUseError as exc:
             raise LeaseLostError(f"{self._context}: this consumer lost its lease ({exc})") from exc
         with self.lock:
             self.state.on_reattach(counts)
+        self._on_held(sent)
         self._epoch, self._lost = epoch, False
         self.ctx.runtime.heartbeat.add(self._lease())
 
@@ -215,7 +251,7 @@ class ExclusiveLoop(ReaderLoop):
                 events, again = self.state.on_read(replies)
             self._touched()
             if events:
-                return events
+                return (yield from self._fenced(events))
             if again:
                 continue
             if replies[-1]:  # entries came, all skipped by the filter
@@ -223,17 +259,37 @@ class ExclusiveLoop(ReaderLoop):
             if deadline - clock() <= 0:
                 return []
 
+    def _fenced(self, events: list[Event]) -> Flow[list[Event]]:
+        """`events`, if the lease is surely still this consumer's; else, once the server
+        confirms it is. A holder paused past its lease (SIGSTOP, a VM stall) may find a read
+        answered before the pause: an heir has those events now, so they are withdrawn
+        (read again at the next attach, if it is still free) and `LeaseLostError` raised."""
+        clock = self.ctx.clock
+        if clock() < self._held_until and not self._lost:
+            return events
+        sent = clock()
+        if (yield from run(self.state.renew(), retry=False)):
+            self._on_held(sent)
+            return events
+        with self.lock:
+            self.state.withdraw(events)
+        raise LeaseLostError(f"{self._context}: the lease lapsed while this consumer read")
+
     def committing(
         self, events: Sequence[Event], *, defer: bool = False, retry: bool = True
     ) -> Flow[None]:
-        """Acknowledge up to the last of `events` (under the lock, so acknowledgements go
-        out in the order the cursor made them)."""
+        """Acknowledge up to the last of `events` (the lock is not held over the round trip:
+        a cumulative ack that arrives after a later one acknowledges nothing new)."""
         with self.lock:
             op = self.state.commit(events, defer=defer)
-            if op is not None:
-                yield from run(op, retry=retry)
         if op is not None:
-            self._touched()
+            yield from self.sending([op], retry=retry)
+
+    def _acks_refused(self) -> None:
+        """The refused cumulative ack goes with the first read after attaching again (still
+        free, the lease is this consumer's again; else its events are the next holder's)."""
+        with self.lock:
+            self.state.ack_refused()
 
     def releasing(self, unhanded: Sequence[Event]) -> Flow[None]:
         """Give up the lease; with the server away, it lapses by itself."""
@@ -329,9 +385,7 @@ class SharedLoop(ReaderLoop):
         """Send the acknowledgements the handout holds."""
         with self.lock:
             ops = self.state.flush()
-        if ops:
-            yield from send(ops, retry=retry)
-            self._touched()
+        yield from self.sending(ops, retry=retry)
 
     def releasing(self, unhanded: Sequence[Event]) -> Flow[None]:
         """Leave the ring; with the server away, the lease lapses by itself and the
