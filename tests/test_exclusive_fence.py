@@ -8,6 +8,7 @@ import os
 import signal
 import textwrap
 import time
+from functools import partial
 
 import pytest
 
@@ -44,8 +45,8 @@ HOLDER = textwrap.dedent(
 )
 
 
-def _losses(lines: list[str]) -> int:
-    return sum(line.startswith("lost ") for line in lines)
+def _counted(start: str, times: int, lines: list[str]) -> bool:
+    return sum(line.startswith(start) for line in lines) == times
 
 
 def test_a_holder_paused_in_a_blocked_fetch_never_delivers_what_its_heir_got(
@@ -62,7 +63,7 @@ def test_a_holder_paused_in_a_blocked_fetch_never_delivers_what_its_heir_got(
     with heirs, python_child(HOLDER, server.url, namespace, str(LEASE_S)) as proc:
         lines = Lines(proc)
         for n in range(ROUNDS):
-            lines.until(lambda seen, n=n: seen.count("attached") == n + 1, 20)
+            lines.until(partial(_counted, "attached", n + 1), 20)
             time.sleep(0.3)  # blocked in fetch() by now
             os.kill(proc.pid, signal.SIGSTOP)
             channel.publish(f"r{n}")  # answers the blocked read while the holder is stopped
@@ -71,7 +72,7 @@ def test_a_holder_paused_in_a_blocked_fetch_never_delivers_what_its_heir_got(
             with heir:
                 got = heir.fetch(timeout=5)
                 os.kill(proc.pid, signal.SIGCONT)
-                lines.until(lambda seen, n=n: _losses(seen) == n + 1, 20)
+                lines.until(partial(_counted, "lost ", n + 1), 20)
                 to_heir += [e.text for e in got]
                 heir.commit()
     held = [line.removeprefix("got ") for line in lines.seen if line.startswith("got ")]
