@@ -194,11 +194,22 @@ class DurableCore:
         return run(ops.delete(self.keys, self.name))
 
     def _plan(
-        self, name: str | None, window: int | None, auto_ack: bool | None, filter: str | None
+        self,
+        name: str | None,
+        window: int | None,
+        auto_ack: bool | None,
+        filter: str | None,
+        replicated: int = 0,
     ) -> ReaderPlan:
         """What a consumer of this durable gets: its name, auto-ack (seed 004: a window
         means explicit acknowledgement), its selectors (exclusive) or window (shared)."""
         check_window(self.kind, self.name, window)
+        if (
+            not isinstance(replicated, int)
+            or isinstance(replicated, bool)
+            or not (0 <= replicated <= MAX_REPLICAS)
+        ):
+            raise ConfigError(f"replicated must be an int in 0..{MAX_REPLICAS}, got {replicated!r}")
         own = compile_filter(filter)
         return ReaderPlan(
             names.consumer_name(name) if name is not None else "consumer",
@@ -206,6 +217,7 @@ class DurableCore:
             [s for s in (self.selector, own) if s is not None],
             window or self.ctx.settings.client_queue_window,
             own,
+            replicated,
         )
 
 
@@ -218,6 +230,11 @@ class ReaderPlan:
     window: int
     own: Selector | None
     """A shared reader's own filter (seed 004)."""
+    replicated: int = 0
+    """Events are handed out once this many replicas hold them (`ReaderLoop.replicated`)."""
+
+
+MAX_REPLICAS = 16
 
 
 class Durable(DurableCore):
@@ -263,15 +280,18 @@ class Durable(DurableCore):
         auto_ack: bool | None = None,
         filter: str | None = None,
         on_notice: Callable[[str], object] | None = None,
+        replicated: int = 0,
     ) -> Consumer:
         """A synchronous consumer, attached until closed (use it as a context manager).
 
         `filter` is the consumer's own selector; on a shared or serial durable the latest
         consumer's filter also decides what the durable keeps (seed 004), and consumers
-        attached earlier get a notice (`on_notice`, `Consumer.notices`).
+        attached earlier get a notice (`on_notice`, `Consumer.notices`). `replicated=N`:
+        only events that N replicas hold are handed out, so a failover cannot take back
+        what was delivered (a `WAIT` in each read's round trip).
         """
         check_prefetch(self.kind, self.name, prefetch)
-        return self._attach(name, prefetch, auto_ack, filter, on_notice)
+        return self._attach(name, prefetch, auto_ack, filter, on_notice, replicated)
 
     def _attach(
         self,
@@ -280,8 +300,9 @@ class Durable(DurableCore):
         auto_ack: bool | None,
         filter: str | None = None,
         on_notice: Callable[[str], object] | None = None,
+        replicated: int = 0,
     ) -> Consumer:
-        plan = self._plan(name, window, auto_ack, filter)
+        plan = self._plan(name, window, auto_ack, filter, replicated)
         ctx = self.ctx
         reader: Reader
         if self.kind == "exclusive":
@@ -289,6 +310,7 @@ class Durable(DurableCore):
         else:
             reader = SharedReader(ctx, self.keys, self.name, self.kind, plan.name,
                                   plan.window, plan.own, on_notice)  # fmt: skip
+        reader.replicated = plan.replicated
         return Consumer(reader, auto_ack=plan.auto_ack, label=repr(self),
                         block_s=ctx.settings.block_s, acks=ctx.runtime.acks)  # fmt: skip
 
@@ -301,11 +323,13 @@ class Durable(DurableCore):
         name: str | None = None,
         filter: str | None = None,
         on_notice: Callable[[str], object] | None = None,
+        replicated: int = 0,
     ) -> Subscription:
-        """Deliver events to `listener(event)` on a background thread until `close()`."""
+        """Deliver events to `listener(event)` on a background thread until `close()`
+        (`replicated` as for `consumer`)."""
         window = subscription_window(self.kind, self.name, window,
                                      self.ctx.settings.client_queue_window)  # fmt: skip
-        consumer = self._attach(name, window, auto_ack, filter, on_notice)
+        consumer = self._attach(name, window, auto_ack, filter, on_notice, replicated)
         return Subscription(consumer, listener, self.ctx.runtime)
 
 

@@ -22,10 +22,12 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, suppress
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 from .errors import ConnectionLostError, DurableInUseError, LeaseLostError
 from .leases import Lease, LeaseHolder
+from .ops.channels import wait_replicas
 from .ops.exclusive import ExclusiveCursor
 from .ops.flows import Flow, recover, run, send
 from .ops.shared import SharedHandout
@@ -46,6 +48,12 @@ class ReaderLoop(LeaseHolder, ABC):
     stops_on_error = False
     state: ExclusiveCursor | SharedHandout
     """The kind's state machine: what to send next and what a reply means."""
+    replicated = 0
+    """Hand out only events that this many replicas hold (`replicated=N`): a `WAIT` goes in
+    the read's round trip, on its connection (the read changed the pending list, so the
+    `WAIT` covers every entry it returned), and a failover cannot take back what was
+    delivered. Events not confirmed in time are held back and confirmed first next time."""
+    _unconfirmed: Sequence[Event] = ()
     lost_acks = 0
     """Acknowledgements and rollbacks the server refused because this consumer's lease had
     lapsed meanwhile (an outage longer than the lease): not the application's error. The
@@ -99,6 +107,43 @@ class ReaderLoop(LeaseHolder, ABC):
     def _touched(self) -> None:
         """Acknowledged events may be trimmed now."""
         self.ctx.touch(self.k.channel)
+
+    def _waiting(self, ops: list[Op[Any]], deadline: float) -> list[Op[Any]]:
+        """`ops`, and with `replicated` a `WAIT` for the replicas after them."""
+        if not self.replicated:
+            return ops
+        timeout = min(self.ctx.settings.replica_timeout_s, max(0.001, deadline - self.ctx.clock()))
+        return [*ops, wait_replicas(self.replicated, timeout)]
+
+    def _waited(self, replies: list[Any], events: list[Event]) -> list[Event]:
+        """The events read, if the replicas confirmed them (`_waiting`); else none now: they
+        are confirmed before anything else is read (`_confirming`)."""
+        if not self.replicated or not events or replies[-1] >= self.replicated:
+            return events
+        self._unconfirmed = events
+        return []
+
+    def _confirming(self, deadline: float) -> Flow[list[Event]]:
+        """Events held back until the replicas confirm them: a renewal of the lease (a
+        write, so the `WAIT` after it covers the earlier read too) and a `WAIT`; [] if not
+        confirmed yet."""
+        while True:
+            still, confirmed = yield from send(
+                self._waiting([self.state.renew()], deadline), retry=False
+            )
+            if not still:
+                self._withdraw(self._unconfirmed)
+                self._unconfirmed = ()
+                raise LeaseLostError(f"{self._context}: the lease lapsed before the replicas "
+                                     f"confirmed the events read")  # fmt: skip
+            if confirmed >= self.replicated:
+                events, self._unconfirmed = list(self._unconfirmed), ()
+                return events
+            if self.ctx.clock() >= deadline:
+                return []
+
+    def _withdraw(self, events: Sequence[Event]) -> None:
+        """Events read that will not be handed out (another consumer has them now)."""
 
     def sending(self, ops: Sequence[Op[Any]], *, retry: bool = True) -> Flow[int]:
         """Send acknowledgements or rollbacks the state machine made (outside its lock);
@@ -238,20 +283,22 @@ class ExclusiveLoop(ReaderLoop):
     def read_until(self, deadline: float) -> Flow[list[Event]]:
         clock = self.ctx.clock
         while True:
+            if self._unconfirmed:
+                return (yield from self._fenced((yield from self._confirming(deadline))))
             block = min(deadline - clock(), self.ctx.settings.block_s)
             with self.lock:
                 ops = self.state.read(block)
             try:
-                replies = yield from send(ops, retry=False)
+                replies = yield from send(self._waiting(ops, deadline), retry=False)
             except BaseException:
                 with self.lock:
                     self.state.read_failed()
                 raise
             with self.lock:
-                events, again = self.state.on_read(replies)
+                events, again = self.state.on_read(replies[: len(ops)])
             self._touched()
             if events:
-                return (yield from self._fenced(events))
+                return (yield from self._fenced(self._waited(replies, events)))
             if again:
                 continue
             if replies[-1]:  # entries came, all skipped by the filter
@@ -265,15 +312,18 @@ class ExclusiveLoop(ReaderLoop):
         answered before the pause: an heir has those events now, so they are withdrawn
         (read again at the next attach, if it is still free) and `LeaseLostError` raised."""
         clock = self.ctx.clock
-        if clock() < self._held_until and not self._lost:
+        if not events or (clock() < self._held_until and not self._lost):
             return events
         sent = clock()
         if (yield from run(self.state.renew(), retry=False)):
             self._on_held(sent)
             return events
+        self._withdraw(events)
+        raise LeaseLostError(f"{self._context}: the lease lapsed while this consumer read")
+
+    def _withdraw(self, events: Sequence[Event]) -> None:
         with self.lock:
             self.state.withdraw(events)
-        raise LeaseLostError(f"{self._context}: the lease lapsed while this consumer read")
 
     def committing(
         self, events: Sequence[Event], *, defer: bool = False, retry: bool = True
@@ -338,17 +388,21 @@ class SharedLoop(ReaderLoop):
     def read_until(self, deadline: float) -> Flow[list[Event]]:
         clock = self.ctx.clock
         while True:
+            if self._unconfirmed:
+                return (yield from self._confirming(deadline))
             block = min(deadline - clock(), self.ctx.settings.block_s)
             with self.lock:
                 ops = self.state.fetch(block)
             try:
-                replies = yield from send(ops, retry=False)
+                replies = yield from send(self._waiting(ops, deadline), retry=False)
             except BaseException:
                 with self.lock:
                     self.state.fetch_failed()
                 raise
             with self.lock:
-                dealt = self.state.on_fetch(replies)
+                dealt = self.state.on_fetch(replies[: len(ops)])
+            if self.replicated:
+                dealt = replace(dealt, events=self._waited(replies, dealt.events))
             if dealt.notice is not None:
                 self._notice(dealt.notice)
             remaining = deadline - clock()
