@@ -146,6 +146,7 @@ class Client:
         overflow: Overflow = "close",
         recovery_buffer: int | None = None,
         auto_ack: bool = True,
+        replicated: int = 0,
     ) -> Session:
         """Create or resume the durable client session `session_id` (see `durables.session`).
 
@@ -157,7 +158,7 @@ class Client:
         return Session(
             self.ctx, session_id, timeout, max_depth=max_depth,
             disconnected_max_depth=disconnected_max_depth, overflow=overflow,
-            recovery_buffer=recovery_buffer, auto_ack=auto_ack,
+            recovery_buffer=recovery_buffer, auto_ack=auto_ack, replicated=replicated,
         )  # fmt: skip
 
     def sessions(self) -> list[SessionRecord]:

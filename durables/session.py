@@ -49,11 +49,13 @@ class Session(SessionCore):
         overflow: Overflow = "close",
         recovery_buffer: int | None = None,
         auto_ack: bool = True,
+        replicated: int = 0,
     ) -> None:
         super().__init__(
             ctx, session_id, timeout, max_depth=max_depth,
             disconnected_max_depth=disconnected_max_depth, overflow=overflow,
             recovery_buffer=recovery_buffer, auto_ack=auto_ack, lock=threading.Lock(),
+            replicated=replicated,
             gate=threading.Event,
         )  # fmt: skip
         self.executor = ctx.executor
@@ -107,6 +109,7 @@ class Session(SessionCore):
             auto_ack=self.auto_ack,
             clock_offset_ms=self._clock_offset_ms,
         )  # fmt: skip
+        delivery.replicated = self.replicated
         self._delivery = delivery
         delivery.start()
 

@@ -95,9 +95,10 @@ class SessionCore:
         auto_ack: bool,
         lock: AbstractContextManager[Any],
         gate: Callable[[], Gate],
+        replicated: int = 0,
     ) -> None:
         check_options(session_id, timeout, max_depth, disconnected_max_depth, overflow,
-                      recovery_buffer)  # fmt: skip
+                      recovery_buffer, replicated)  # fmt: skip
         self.ctx: BaseContext = ctx
         self.id = session_id
         self.token = secrets.token_hex(8)
@@ -106,6 +107,8 @@ class SessionCore:
         self.overflow = overflow
         self.recovery_buffer = recovery_buffer
         self.auto_ack = auto_ack
+        self.replicated = replicated
+        """Events are delivered once this many replicas hold them (`replicated=N`)."""
         self.resumed = False
         self.record = SessionRecord(session_id, int(timeout * 1000), 0, 0)
         self._timeout_ms = int(timeout * 1000)
@@ -457,6 +460,7 @@ def check_options(
     disconnected_max_depth: int | None,
     overflow: str,
     recovery_buffer: int | None,
+    replicated: object = 0,
 ) -> None:
     """`ConfigError` (or `InvalidNameError`) for options a session cannot take."""
     names.session_id(session_id)
@@ -469,6 +473,12 @@ def check_options(
             raise ConfigError(f"{label} must be a positive int, got {value!r}")
     if overflow not in ("close", "drop_oldest"):
         raise ConfigError(f"overflow must be 'close' or 'drop_oldest', got {overflow!r}")
+    if (
+        not isinstance(replicated, int)
+        or isinstance(replicated, bool)
+        or not (0 <= replicated <= 16)
+    ):
+        raise ConfigError(f"replicated must be an int in 0..16, got {replicated!r}")
 
 
 def _interest(channel: str, wanted: Any, regex: str | None, durable: bool) -> Interest:

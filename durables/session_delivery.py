@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 from .context import BaseContext, Context
 from .errors import ConfigError, ConnectionLostError, DurableNotFound, DurablesError
 from .ops import sessions as ops
+from .ops.channels import wait_replicas
 from .ops.flows import Flow, awaited, recover, run, send
 from .ops.sessions import SessionCursors, interest_matches
 
@@ -127,6 +128,12 @@ class DeliveryLoop(ABC, Generic[C]):
     def ack_event(self, event: Event) -> Any:
         """An ack-required event acknowledged by the application."""
 
+    replicated = 0
+    """Deliver only events that this many replicas hold: a `WAIT` in each read's round trip
+    (the read changed the pending list, so it covers every entry read); a read the replicas
+    did not confirm in time is not delivered, but read again from the pending list next
+    round (a write too, so the next `WAIT` covers it)."""
+
     def running(self) -> Flow[None]:
         try:
             while not self.stopping:
@@ -171,11 +178,19 @@ class DeliveryLoop(ABC, Generic[C]):
         block_ms = int(self.ctx.settings.block_s * 1000)
         self.reading = True
         try:
-            replies = yield from send([*self.acks, self.cursors.read(block_ms)], retry=False)
+            ops = [*self.acks, self.cursors.read(block_ms)]
+            if self.replicated:
+                ops.append(wait_replicas(self.replicated, self.ctx.settings.replica_timeout_s))
+            replies = yield from send(ops, retry=False)
         finally:
             self.reading = False
         self.acks.clear()  # sent (after an outage they go with the first read again)
-        for batch in self.cursors.on_read(replies[-1]):
+        read = replies[len(ops) - 1 - bool(self.replicated)]
+        if self.replicated and replies[-1] < self.replicated:
+            if read:
+                self.cursors.restart()  # not confirmed: read again, not delivered
+            return
+        for batch in self.cursors.on_read(read):
             if batch.live_first:
                 yield from self._go_live(batch.channel)
             acked = yield from self._deliver(batch)

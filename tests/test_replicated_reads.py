@@ -96,3 +96,36 @@ def test_replicated_must_be_a_small_count(
         for bad in (-1, 17, True, "1"):
             with pytest.raises(durables.ConfigError, match="replicated"):
                 dur.consumer(replicated=bad)  # type: ignore[arg-type]
+
+
+class Keep:
+    def __init__(self) -> None:
+        self.got: list[str] = []
+
+    def on_event(self, event: durables.Event) -> None:
+        self.got.append(event.text)
+
+
+def test_a_replicated_session_delivers_only_what_a_replica_holds(
+    sentinel_set: SentinelSet, paused_replicas: list[int], namespace: str, connect: Connect
+) -> None:
+    settings = {**FAST, "replica_timeout_s": 0.2}
+    with connect(sentinel_set.primary().url, namespace=namespace, **settings) as client:
+        ch = client.channel("orders")
+        s = client.session("phone", timeout=30, replicated=1)
+        s.register_interest("orders")
+        s.add_listener("orders", keep := Keep())
+        s.ready_for_events()
+        ch.publish("a")
+        assert wait_for(lambda: keep.got == ["a"], 10)
+        for pid in paused_replicas:
+            os.kill(pid, signal.SIGSTOP)
+        ch.publish("b")
+        time.sleep(1.0)
+        assert keep.got == ["a"]  # read, but no replica confirmed it yet
+        for pid in paused_replicas:
+            os.kill(pid, signal.SIGCONT)
+        assert wait_for(lambda: keep.got == ["a", "b"], 10)
+        s.close()
+        with pytest.raises(durables.ConfigError, match="replicated"):
+            client.session("other", replicated=-1)

@@ -142,12 +142,13 @@ class AsyncClient:
         overflow: Overflow = "close",
         recovery_buffer: int | None = None,
         auto_ack: bool = True,
+        replicated: int = 0,
     ) -> AsyncSession:
         """Create or resume the durable client session `session_id` (see `Client.session`)."""
         session = AsyncSession(
             self.ctx, session_id, timeout, max_depth=max_depth,
             disconnected_max_depth=disconnected_max_depth, overflow=overflow,
-            recovery_buffer=recovery_buffer, auto_ack=auto_ack,
+            recovery_buffer=recovery_buffer, auto_ack=auto_ack, replicated=replicated,
         )  # fmt: skip
         await session.open()
         return session
