@@ -1,9 +1,10 @@
 """A producer in a tight loop and readers of every kind, through every fault at once: the
 server killed (kill -9, AOF always) and restarted, the network black-holed past the lease,
-stalled (requests held, landing after their retries) and reset, and (with Sentinel) the primary killed twice. Per reader, the run prints what
-was attempted, confirmed, stored, delivered, lost, duplicated (flagged or not) and
-reordered, and asserts: nothing confirmed lost, nothing stored twice, no duplicate
-unflagged, no reordering where order is promised. Bounded: a few seconds per fault."""
+stalled (requests held, landing after their retries) and reset, and (with Sentinel) the
+primary killed twice. Per reader, the run prints what was attempted, confirmed, stored,
+delivered, lost, duplicated (flagged or not) and reordered, and asserts: nothing confirmed
+lost, nothing stored twice, no duplicate unflagged, no reordering where order is promised.
+Bounded: a few seconds per fault."""
 
 from __future__ import annotations
 
