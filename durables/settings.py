@@ -6,8 +6,9 @@ variables, and a `durables.toml` in the working directory.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field, FilePath, ValidationError, field_validator, model_validator
 from pydantic_settings import (
@@ -18,7 +19,7 @@ from pydantic_settings import (
 )
 
 from .errors import ConfigError
-from .urls import parse_url
+from .urls import parse_url, shown
 
 Fsync = Literal["everysec", "always"]
 
@@ -133,6 +134,11 @@ class Settings(BaseSettings):
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
         return (init_settings, env_settings, TomlConfigSettingsSource(settings_cls))
+
+    def __repr_args__(self) -> Iterator[tuple[str | None, Any]]:
+        """The fields pydantic's repr shows, the URL without its password."""
+        for name, value in super().__repr_args__():
+            yield name, shown(value) if name == "url" and value is not None else value
 
     @property
     def home_dir(self) -> Path:
