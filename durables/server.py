@@ -27,7 +27,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Literal
+from typing import IO, Literal
 
 import redis
 from redis.backoff import NoBackoff
@@ -303,9 +303,8 @@ class EmbeddedServer:
     @contextlib.contextmanager
     def _locked(self) -> Iterator[None]:
         """Hold the home's flock; a holder may be starting or stopping, so wait long."""
-        self.home.mkdir(parents=True, exist_ok=True)
         deadline = time.monotonic() + max(60.0, 3 * self.start_timeout_s)
-        with open(self.home / LOCK_FILE, "a") as lock:
+        with self._open_lock() as lock:
             while True:
                 try:
                     fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -320,6 +319,17 @@ class EmbeddedServer:
                 yield
             finally:
                 fcntl.flock(lock, fcntl.LOCK_UN)
+
+    def _open_lock(self) -> IO[str]:
+        """The lock file, opened; `ServerError` if home cannot be made or written."""
+        try:
+            self.home.mkdir(parents=True, exist_ok=True)
+            return open(self.home / LOCK_FILE, "a")
+        except OSError as exc:
+            raise ServerError(
+                f"cannot keep the embedded server's files in {self.home}: {exc.strerror} "
+                "(set DURABLES_HOME to a directory you can write)"
+            ) from exc
 
     def _read_record(self) -> _Record | None:
         """The record in server.json, or None if it is missing or unreadable."""
