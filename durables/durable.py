@@ -61,7 +61,12 @@ def creating(
     with another one cannot move it (it has its own position): a warning says so.
     """
     spec, selector, create = new_spec(
-        k, name, kind or "exclusive", start or "earliest", filter, max_deliveries
+        k,
+        name,
+        "exclusive" if kind is None else kind,
+        "earliest" if start is None else start,
+        filter,
+        max_deliveries,
     )
     stored = yield from run(create)
     check_stored(k, name, stored, spec, kind_given=kind is not None)

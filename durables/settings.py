@@ -58,7 +58,7 @@ class Settings(BaseSettings):
     fsync: Fsync = "everysec"
     """AOF fsync policy of the embedded server; 'always' loses nothing acknowledged."""
     max_payload_bytes: int = Field(default=1 << 20, gt=0)
-    """Largest payload `publish` accepts, in bytes."""
+    """Largest event `publish` accepts, in bytes: its payload, key and properties together."""
     lease_timeout_s: float = Field(default=15.0, gt=0.05, le=3600)
     """A consumer that stops heart-beating for this long loses its lease; at least `block_s`
     (a consumer blocked in a read receives events until the read ends)."""
