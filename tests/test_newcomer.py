@@ -15,6 +15,7 @@ import random
 import subprocess
 import sys
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -76,7 +77,7 @@ def run_all(order: list[Step], env: dict[str, str], cwd: Path) -> list[str]:
 
 
 @pytest.fixture
-def newcomer(tmp_path: Path) -> dict[str, str]:
+def newcomer(tmp_path: Path) -> Iterator[dict[str, str]]:
     """The environment of a reader with no server of their own: the embedded one, in a home
     of the test's own (stopped at the end)."""
     home = tmp_path / "home"
