@@ -9,6 +9,7 @@ from .consumer import Consumer
 from .durable import Durable, DurableInfo, Kind
 from .errors import (
     AccessDeniedError,
+    AuthenticationError,
     ChannelFullError,
     ChannelNotFound,
     ClientClosedError,
@@ -66,6 +67,7 @@ __all__ = [
     "SessionInfo",
     # errors
     "AccessDeniedError",
+    "AuthenticationError",
     "ChannelFullError",
     "ChannelNotFound",
     "ConfigError",

@@ -7,6 +7,7 @@ Each durable is one consumer group on the channel's stream plus a stored spec
 from __future__ import annotations
 
 import json
+import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
     from .ops.base import Op
 
 POOL = ops.POOL
+log = logging.getLogger(__name__)
 SCAN_CHUNK = ops.SCAN_CHUNK
 
 
@@ -46,16 +48,34 @@ def _group_start(start: str) -> tuple[str, str, str]:
 def creating(
     k: ChannelKeys,
     name: str,
-    kind: str,
-    start: str,
+    kind: str | None,
+    start: str | None,
     filter: str | None,
     max_deliveries: int | None,
 ) -> Flow[tuple[DurableSpec, Selector | None]]:
-    """Create the durable, or find the one stored (its spec wins, and must agree on kind
-    and filter); its spec and selector."""
-    spec, selector, create = new_spec(k, name, kind, start, filter, max_deliveries)
+    """Create the durable, or find the one stored (its spec wins, and must agree on the
+    kind, when one is given, and on the filter's meaning); its spec and selector.
+
+    No kind: the durable of that name whatever its kind, else a new exclusive one. No
+    start: from the earliest event when created. A start given for a durable that exists
+    with another one cannot move it (it has its own position): a warning says so.
+    """
+    spec, selector, create = new_spec(
+        k,
+        name,
+        "exclusive" if kind is None else kind,
+        "earliest" if start is None else start,
+        filter,
+        max_deliveries,
+    )
     stored = yield from run(create)
-    check_stored(k, name, stored, spec)
+    check_stored(k, name, stored, spec, kind_given=kind is not None)
+    if start is not None and stored.start != spec.start:
+        log.warning(
+            "durable %r on %r exists with start=%r: start=%r applies only when a durable is "
+            "created, so it keeps its position (delete it and create it again to move it)",
+            name, k.channel, stored.start, spec.start,
+        )  # fmt: skip
     return stored, selector
 
 
@@ -101,13 +121,29 @@ def new_spec(
     return spec, selector, ops.create(k, name, spec, group_start, must_exist)
 
 
-def check_stored(k: ChannelKeys, name: str, stored: DurableSpec, spec: DurableSpec) -> None:
-    """`DurableExistsError` unless the stored durable has the kind and filter asked for."""
-    if (stored.kind, stored.filter) != (spec.kind, spec.filter):
+def check_stored(
+    k: ChannelKeys, name: str, stored: DurableSpec, spec: DurableSpec, *, kind_given: bool = True
+) -> None:
+    """`DurableExistsError` unless the stored durable has the kind (if `kind_given`) and the
+    filter asked for; filters compare by their parsed form (`region='eu'` is
+    `region = 'eu'`)."""
+    same_kind = stored.kind == spec.kind or not kind_given
+    if not same_kind or _parsed(stored) != _parsed(spec):
         raise DurableExistsError(
             f"durable {name!r} on {k.channel!r} exists as kind={stored.kind!r} "
-            f"filter={stored.filter!r}; asked for kind={spec.kind!r} filter={spec.filter!r}"
+            f"filter={stored.filter!r}; asked for "
+            f"{f'kind={spec.kind!r} ' if kind_given else ''}filter={spec.filter!r}"
         )
+
+
+def _parsed(spec: DurableSpec) -> str | None:
+    """The filter's syntax tree as JSON (compiled from its text for a spec stored without
+    one), the form two filters of one meaning share."""
+    tree = spec.ast
+    if tree is None and spec.filter is not None:
+        selector = compile_filter(spec.filter)
+        tree = selector.to_json() if selector else None
+    return None if tree is None else json.dumps(tree)
 
 
 def load_durable(ctx: Context, k: ChannelKeys, name: str) -> Durable:

@@ -31,6 +31,11 @@ class ConnectionLostError(DurablesError, ConnectionError):
     """The server cannot be reached, or the connection dropped mid-operation."""
 
 
+class AuthenticationError(DurablesError):
+    """The server refused the password in the URL, or needs one and none was given (the
+    server was reached: this is not `ConnectionLostError`)."""
+
+
 class ServerError(DurablesError):
     """The embedded server could not be started, found or stopped."""
 

@@ -284,15 +284,15 @@ def encode_event(
     """The ARGV values `publish.lua` takes for one ordinary (or ack-required) event, checked."""
     payload = encode_data(data)
     props = encode_properties(properties)
-    if len(payload) + len(props) > max_bytes:
+    encoded_key = b"" if key is None else check_key(key).encode("utf-8")
+    size = len(payload) + len(props) + len(encoded_key)  # all of it is stored
+    if size > max_bytes:
         raise PayloadError(
-            f"event is {len(payload) + len(props)} bytes with its properties; "
+            f"event is {size} bytes with its key and properties; "
             f"the limit is {max_bytes} (setting max_payload_bytes)"
         )
     mid = check_message_id(message_id) if message_id is not None else b""
-    if key is None:
-        return payload, b"", props, op, mid
-    return payload, check_key(key).encode("utf-8"), props, op, mid
+    return payload, encoded_key, props, op, mid
 
 
 def check_key(key: object) -> str:
