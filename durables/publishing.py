@@ -45,9 +45,11 @@ def publish_encoded(
     wanted = settings.replicas if replicas is None else replicas
     lane = ctx.producer.take()
     try:
-        op = channel_ops.publish(
-            k, batch, int(settings.dedupe_window_s * 1000), lane.id, lane.claim(len(batch))
-        )
+        window = int(settings.dedupe_window_s * 1000)
+        if settings.idempotent_publish:
+            op = channel_ops.publish(k, batch, window, lane.id, lane.claim(len(batch)))
+        else:
+            op = channel_ops.publish(k, batch, window, "", 0)
         try:
             return (yield from _publish(ctx, op, wanted, replica_timeout_s, retry))
         except ChannelFullError:

@@ -82,6 +82,10 @@ class Settings(BaseSettings):
     """Replicas that must confirm each publish (`WAIT`) before it returns; 0: do not wait."""
     replica_timeout_s: float = Field(default=1.0, gt=0, le=60)
     """How long a publish waits for `replicas` confirmations before `ReplicationError`."""
+    idempotent_publish: bool = True
+    """Every publish carries this client's producer id and a sequence, so a retry after a
+    lost reply is stored once (and each event its message id). False: a plain append, as
+    before idempotence (the benchmark's comparison); a retry may then store it twice."""
     dedupe_window_s: float = Field(default=300.0, ge=0, le=86_400)
     """A publish with a `message_id` seen on the channel this recently stores nothing and
     returns the first event's id (a producer may retry after a failover safely)."""

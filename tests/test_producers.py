@@ -185,3 +185,20 @@ def test_deleting_a_channel_leaves_none_of_its_keys(client: durables.Client) -> 
     s.close(keepalive=True)
     assert ch.delete()
     assert client.redis.keys(f"{client.namespace}:{{orders}}:*") == []
+
+
+def test_a_client_may_publish_without_idempotence_then_a_retry_stores_it_again(
+    server_url: str, namespace: str
+) -> None:
+    """`idempotent_publish=False` (the benchmark's comparison): a plain append, no message
+    id of the producer's own; a copy sent again is stored again."""
+    with durables.connect(server_url, namespace=namespace, idempotent_publish=False,
+                          **FAST) as client:  # fmt: skip
+        ch = client.channel("orders")
+        ch.publish("a")
+        ch.publish("b", message_id="order-1")
+        again = _raw_publish(ch, "", 0, "c") + _raw_publish(ch, "", 0, "c")
+        assert len(set(again)) == 2 and ch.info().length == 4
+        with ch.durable("audit").consumer() as c:
+            got = {e.text: e.message_id for e in c.fetch(timeout=1)}
+        assert got == {"a": None, "b": "order-1", "c": None}

@@ -13,6 +13,7 @@ from fnmatch import fnmatchcase
 from .consume import Consume
 from .fanout import Fanout
 from .fetch_cost import FetchCost
+from .guarantees import IdempotenceCost, ReplicatedRead
 from .latency import Latency
 from .memory import Memory
 from .publish import PublishBatch, PublishSingle
@@ -25,6 +26,9 @@ SCENARIOS: list[Scenario] = [
     PublishSingle(),
     PublishBatch(100),
     PublishBatch(1000),
+    IdempotenceCost(1),
+    IdempotenceCost(1000),
+    ReplicatedRead(),
     Consume("exclusive", consumers=1),
     Consume("shared", consumers=4),
     Consume("serial", consumers=2),

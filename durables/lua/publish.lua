@@ -27,7 +27,8 @@
 --               'ackreq' for housekeeping),
 --               the producer's message id ('' = none): one seen within the window is not
 --               stored again, and the first event's id is returned for it.
--- ARGV[3]  the producer id: the client's, one per publish in flight (a lane)
+-- ARGV[3]  the producer id: the client's, one per publish in flight (a lane); '' for a
+--          client that publishes without idempotence (no message id is stored either)
 -- ARGV[4]  the call's sequence number: the first event's; the others follow it. A lane's
 --          calls arrive in sequence, so the same number again is the library's retry of a
 --          call whose reply was lost (stored once: its ids are returned), and a smaller
@@ -54,11 +55,11 @@ local n = #shape
 local stream, keyed = KEYS[1], meta[4] == '1'
 local window, now = tonumber(ARGV[1]), nil
 local producer, seq = ARGV[3], tonumber(ARGV[4])
-local tag = producer .. ':'
+local tag = producer ~= '' and producer .. ':' or nil
 local DATA, PROPS, KEYED, FULL = byte('d'), byte('p'), byte('k'), byte('x')
 
 -- The producer's last call here: the same sequence again is its retry, a smaller one stale.
-local last = call('HGET', KEYS[3], producer)
+local last = tag and call('HGET', KEYS[3], producer)
 if last then
   local space = string.find(last, ' ', 1, true)
   local last_seq = tonumber(string.sub(last, 1, space - 1))
@@ -127,12 +128,17 @@ publish_one = function(data, key, props, op, mid, own)
       return id  -- stored before: its first id stands
     end
   end
+  local given = mid ~= '' and mid or own
   if op == 'destroy' then
-    id = call('XADD', stream, '*', 'd', data, 'm', own, 'k', key, 'o', op)
+    id = given and call('XADD', stream, '*', 'd', data, 'm', given, 'k', key, 'o', op)
+      or call('XADD', stream, '*', 'd', data, 'k', key, 'o', op)
   else
-    local fields = {'d', data, 'm', mid ~= '' and mid or own}
+    local fields = {'d', data}
+    if given then
+      fields[3], fields[4] = 'm', given
+    end
     if op ~= '' then  -- 'ack:<ms>'
-      fields[5], fields[6] = 'a', string.sub(op, 5)
+      fields[#fields + 1], fields[#fields + 2] = 'a', string.sub(op, 5)
       call('HSET', KEYS[2], 'ackreq', 1)
     end
     if key ~= '' then
@@ -165,7 +171,21 @@ local ids = {}
 local at = 5
 for i = 1, n do
   local s = byte(shape, i)
-  if s == PROPS then
+  if not tag then  -- no idempotence asked: no message id of the producer's own
+    if s == PROPS then
+      ids[i] = call('XADD', stream, '*', 'd', ARGV[at], 'p', ARGV[at + 1])
+      at = at + 2
+    elseif s == DATA then
+      ids[i] = call('XADD', stream, '*', 'd', ARGV[at])
+      at = at + 1
+    elseif s == KEYED then
+      ids[i] = publish_one(ARGV[at], ARGV[at + 1], ARGV[at + 2], '', '', nil)
+      at = at + 3
+    else
+      ids[i] = publish_one(ARGV[at], ARGV[at + 1], ARGV[at + 2], ARGV[at + 3], ARGV[at + 4], nil)
+      at = at + 5
+    end
+  elseif s == PROPS then
     ids[i] = call('XADD', stream, '*', 'd', ARGV[at], 'm', tag .. (seq + i - 1), 'p', ARGV[at + 1])
     first = first or ids[i]
     at = at + 2
@@ -182,7 +202,7 @@ for i = 1, n do
     at = at + 5
   end
 end
-if n > 0 then
+if tag and n > 0 then
   call('HSET', KEYS[3], producer, seq .. ' ' .. (first or ''))
   if not last and first then
     -- A producer new here: forget a few that have been silent for the dedupe window (ten
