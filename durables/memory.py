@@ -142,10 +142,11 @@ class _Bridge:
         """`socket.shutdown` from another thread (`direct.wake`): a blocked read ends and
         the connection reads as lost; fakeredis's own closes a parser that may be running."""
         self._woken = True
-        if self._blocked:
-            self._unblock_reason = b"timeout"
         server = self._server
-        if server is not None:
+        # Only a blocked socket needs waking; and a socket the garbage collector shuts
+        # down (redis-py's `__del__`) may do so inside a command that holds the lock.
+        if self._blocked and server is not None:
+            self._unblock_reason = b"timeout"
             with server.lock:
                 self._db.wake_all()
 
