@@ -15,13 +15,17 @@ is written. What fakeredis lacks is bridged here and only here:
   does on a server; fakeredis shapes it for the client's;
 - a blocked `XREADGROUP` whose group or stream is deleted under it fails as on a real server
   (NOGROUP / UNBLOCKED) instead of reading from the group that is gone;
+- a blocked asyncio read whose event loop closed does not break later writes;
 - a connection woken by the library (`direct.wake`: closing a client, breaking a hung
   call) fails its blocked read as a lost connection, as a socket shut down does.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import threading
+from collections.abc import Callable
 from typing import Any
 
 import redis
@@ -30,7 +34,7 @@ from fakeredis import FakeServer
 from fakeredis._clients._async import FakeAsyncRedisConnection, FakeReader, FakeWriter
 from fakeredis._clients._sync import FakeRedisConnection
 from fakeredis import _msgs as msgs
-from fakeredis._helpers import SimpleError
+from fakeredis._helpers import NoResponse, SimpleError
 from fakeredis._socket import AsyncFakeSocket, FakeSocket
 
 from .urls import ServerUrl
@@ -44,7 +48,7 @@ SERVER_INFO = (
     "server_name:durables-memory\r\n"
     "executable:memory://\r\n"
 ).encode()
-NO_REPLICAS = "ERR memory:// has no replicas: publish(replicas=N) needs a real server (redis://)"
+NO_REPLICAS = "NOREPLICAS memory:// has no replicas: publish(replicas=N) needs a server (redis://)"
 KEY_GONE = "UNBLOCKED the stream key no longer exists"
 
 _stores: dict[str, FakeServer] = {}
@@ -157,6 +161,27 @@ class MemorySocket(_Bridge, FakeSocket):
 
 class AsyncMemorySocket(_Bridge, AsyncFakeSocket):
     """An asyncio connection's end of the store."""
+
+    def _blocking(self, timeout: float | None, func: Callable[[bool], Any],
+                  shape: Callable[[Any], Any] | None = None) -> Any:  # fmt: skip
+        """fakeredis's, but a read left blocked when its event loop closed (a client
+        that was never closed) no longer fails every later write to the store: its
+        wake-up, called by the writer, would raise "Event loop is closed" there."""
+        loop = asyncio.get_running_loop()
+        ret = func(True)
+        if ret is not None or self._in_transaction:
+            return ret if shape is None else shape(ret)
+        event = asyncio.Event()
+
+        def wake() -> None:
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(event.set)
+
+        self._db.add_change_callback(wake)
+        self._blocked = True
+        self.pause()
+        self._task = loop.create_task(self._async_blocking(timeout, func, event, wake, shape))
+        return NoResponse()
 
 
 class MemoryConnection(FakeRedisConnection):

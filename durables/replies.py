@@ -23,6 +23,7 @@ from .errors import (
     DurablesError,
     InvalidStartError,
     LeaseLostError,
+    ReplicationError,
 )
 
 if TYPE_CHECKING:
@@ -43,6 +44,8 @@ _BY_PREFIX: dict[str, Translate] = {
     "NOPERM": lambda rest: AccessDeniedError(f"NOPERM {rest}"),
     # A blocked read on a primary that Sentinel demoted: the connection must be made anew.
     "UNBLOCKED": lambda rest: ConnectionLostError(f"UNBLOCKED {rest}"),
+    # Too few replicas: a server's min-replicas-to-write, or memory://, which has none.
+    "NOREPLICAS": lambda rest: ReplicationError(rest),
 }
 
 

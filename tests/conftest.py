@@ -221,19 +221,47 @@ MEMORY_LEFT_OUT = {
     "test_spark_example.py": "Spark's workers are other processes",
     "test_spark_pipeline.py": "Spark's workers are other processes",
     "test_spark_options.py": "Spark's workers are other processes",
-}
+    "test_docs.py::test_a_runnable_block_runs": "runs each block as a process of its own",
+    "test_cli_polish.py::test_an_error_is_one_line_with_its_exit_code":
+        "runs the `durables` command as a process against a server",
+    "test_connections.py::test_connections_the_server_closed_while_idle_are_replaced_without_an_outage":
+        "has the server close connections (CLIENT KILL)",
+    "test_connections.py::test_a_forked_child_does_not_share_its_parents_sockets":
+        "forks a child process that talks to the server",
+    "test_connections.py::test_interrupting_closes_a_connection_in_use":
+        "interrupts a connection on a socket of a server process",
+    "test_connections.py::test_interrupting_wakes_a_busy_connection_and_leaves_closing_it_to_its_thread":
+        "interrupts a connection on a socket of a server process",
+    "test_connections.py::test_async_replies_error_replies_and_an_interrupted_call":
+        "connects to the server's port",
+    "test_connections.py::test_async_connections_closed_under_their_commands_fail_as_lost_connections":
+        "connects to the server's port",
+    "test_testing_plugin.py::test_durables_embedded_runs_the_pages_tests_on_the_embedded_server":
+        "starts the embedded server (a process)",
+}  # fmt: skip
 """Modules that test what only a server process has (a fault, a restart, replicas, TLS,
 a cluster) or that reach the server from another process, with the reason. Every other
 behaviour test runs on memory:// too."""
 
 
+MEMORY_HELPERS_LEFT_OUT = {
+    "python_child": "runs a child process, which cannot reach a store in this one",
+    "run_on_terminal": "runs the `durables` command as a process on a terminal",
+}
+"""Tests that call one of these helpers run the library in another process."""
+
+
 def memory_left_out(item: pytest.Item) -> str | None:
     """Why `item` cannot run on memory://, or None when it can."""
-    reason = MEMORY_LEFT_OUT.get(item.path.name)
-    if reason is None:
-        asked = getattr(item, "fixturenames", ())
-        reason = next((why for f, why in MEMORY_FIXTURES_LEFT_OUT.items() if f in asked), None)
-    return reason
+    function = getattr(item, "function", None)
+    name = item.path.name
+    reason = MEMORY_LEFT_OUT.get(name) or MEMORY_LEFT_OUT.get(
+        f"{name}::{getattr(function, '__name__', '')}"
+    )
+    asked = getattr(item, "fixturenames", ())
+    reason = reason or next((why for f, why in MEMORY_FIXTURES_LEFT_OUT.items() if f in asked), None)
+    called = function.__code__.co_names if function is not None else ()
+    return reason or next((why for f, why in MEMORY_HELPERS_LEFT_OUT.items() if f in called), None)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
