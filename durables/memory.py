@@ -13,8 +13,9 @@ is written. What fakeredis lacks is bridged here and only here:
 - `WAIT 0` answers 0; `WAIT n` for replicas refuses (a process has no replicas);
 - `XREADGROUP` inside a script replies in the script's protocol (RESP2), as `redis.call`
   does on a server; fakeredis shapes it for the client's;
-- a blocked `XREADGROUP` whose group or stream is deleted under it fails as on a real server
-  (NOGROUP / UNBLOCKED) instead of reading from the group that is gone;
+- a blocked `XREADGROUP` whose group or stream is deleted under it fails at once as on a
+  real server (NOGROUP / UNBLOCKED) instead of waiting, then reading from the group that
+  is gone;
 - a blocked asyncio read whose event loop closed does not break later writes;
 - a connection woken by the library (`direct.wake`: closing a client, breaking a hung
   call) fails its blocked read as a lost connection, as a socket shut down does.
@@ -31,9 +32,9 @@ from typing import Any
 import redis
 import redis.asyncio as aioredis
 from fakeredis import FakeServer
+from fakeredis import _msgs as msgs
 from fakeredis._clients._async import FakeAsyncRedisConnection, FakeReader, FakeWriter
 from fakeredis._clients._sync import FakeRedisConnection
-from fakeredis import _msgs as msgs
 from fakeredis._helpers import NoResponse, SimpleError
 from fakeredis._socket import AsyncFakeSocket, FakeSocket
 
@@ -135,6 +136,12 @@ class _Bridge:
                 return _Gone(_no_group(stream_name, group.name))
         return super()._xreadgroup(consumer, group_params, *args, **kwargs)  # type: ignore[misc]
 
+    def xgroup_destroy(self, key: Any, group: bytes) -> int:
+        deleted: int = super().xgroup_destroy(key, group)  # type: ignore[misc]
+        if deleted:  # wake the reads blocked on it, which fakeredis leaves to their timeout
+            self._db.wake_all()
+        return deleted
+
     def _xreadgroup_reply(self, res: Any) -> Any:
         if isinstance(res, _Gone):
             return SimpleError(res.message)
@@ -155,11 +162,11 @@ class _Bridge:
                 self._db.wake_all()
 
 
-class MemorySocket(_Bridge, FakeSocket):
+class MemorySocket(_Bridge, FakeSocket):  # type: ignore[misc]  # _xreadgroup may say _Gone
     """A sync connection's end of the store."""
 
 
-class AsyncMemorySocket(_Bridge, AsyncFakeSocket):
+class AsyncMemorySocket(_Bridge, AsyncFakeSocket):  # type: ignore[misc]  # as MemorySocket
     """An asyncio connection's end of the store."""
 
     def _blocking(self, timeout: float | None, func: Callable[[bool], Any],
@@ -184,36 +191,35 @@ class AsyncMemorySocket(_Bridge, AsyncFakeSocket):
         return NoResponse()
 
 
+def _open(server: FakeServer | None) -> FakeServer:
+    if server is None or not server.connected:
+        raise redis.ConnectionError("the memory:// store is closed")
+    return server
+
+
 class MemoryConnection(FakeRedisConnection):
     """redis-py's connection to a store (`connection_class` of its pool)."""
 
     def _connect(self) -> MemorySocket:
-        self._check_server()
         return MemorySocket(
-            self._server, client_class=self._client_class, db=self.db,
+            _open(self._server), client_class=self._client_class, db=self.db,
             lua_modules=self._lua_modules, client_info=self._client_info,
         )  # fmt: skip
 
-    def _check_server(self) -> None:
-        if not self._server.connected:
-            raise redis.ConnectionError("the memory:// store is closed")
-
-    def read_response(self, **kwargs: Any) -> Any:
+    def read_response(self, *args: Any, **kwargs: Any) -> Any:
         sock = self._sock
         if isinstance(sock, MemorySocket) and sock._woken:
             self.disconnect()
             raise redis.ConnectionError("the connection was shut down while in use")
-        return super().read_response(**kwargs)
+        return super().read_response(*args, **kwargs)
 
 
 class AsyncMemoryConnection(FakeAsyncRedisConnection):
     """redis-py's asyncio connection to a store."""
 
     async def _connect(self) -> None:
-        if not self._server.connected:
-            raise aioredis.ConnectionError("the memory:// store is closed")
         self._sock = AsyncMemorySocket(
-            self._server, self.db, client_class=self._client_class,
+            _open(self._server), self.db, client_class=self._client_class,
             lua_modules=self._lua_modules, client_info=self._client_info,
         )  # fmt: skip
         self._reader = FakeReader(self._sock)

@@ -23,12 +23,14 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from .aio.client import AsyncClient
+from .aio.client import connect as aio_connect
 from .client import Client, connect
 from .events import Message
+from .server import EmbeddedServer
 
 if TYPE_CHECKING:
     from .aio.channel import AsyncChannel
-    from .aio.client import AsyncClient
     from .aio.durable import AsyncDurable
     from .channel import Channel
     from .durable import Durable
@@ -42,10 +44,14 @@ QUICK: dict[str, object] = {"lease_timeout_s": 1.0, "block_s": 0.1}
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("durables", "durables test fixtures")
-    group.addoption("--durables-url", default=None, metavar="URL",
-                    help="run the durables fixtures on this server (default: memory://)")  # fmt: skip
-    group.addoption("--durables-embedded", action="store_true", default=False,
-                    help="run the durables fixtures on the embedded server")  # fmt: skip
+    group.addoption(
+        "--durables-url", default=None, metavar="URL",
+        help="run the durables fixtures on this server (default: memory://)",
+    )  # fmt: skip
+    group.addoption(
+        "--durables-embedded", action="store_true", default=False,
+        help="run the durables fixtures on the embedded server",
+    )  # fmt: skip
 
 
 @pytest.fixture(scope="session")
@@ -58,8 +64,6 @@ def durables_url(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPa
         return
     if url is not None:
         raise pytest.UsageError("give --durables-url or --durables-embedded, not both")
-    from .server import EmbeddedServer
-
     server = EmbeddedServer(tmp_path_factory.mktemp("durables-embedded"))
     try:
         yield server.ensure_running()
@@ -88,29 +92,28 @@ def durables_client(
         yield client
 
 
+async def _aio_client(
+    durables_url: str, durables_namespace: str, durables_settings: dict[str, object]
+) -> AsyncIterator[AsyncClient]:
+    """An asyncio client in the test's own namespace, closed after the test."""
+    client = await aio_connect(durables_url, namespace=durables_namespace, **durables_settings)
+    try:
+        yield client
+    finally:
+        await client.close()
+
+
+def _no_asyncio_runner() -> None:
+    pytest.fail("durables_aio_client needs pytest-asyncio (pip install pytest-asyncio)")
+
+
+durables_aio_client: Any
 try:
     import pytest_asyncio
-except ImportError:  # pragma: no cover - the fixture says what is missing
-
-    @pytest.fixture
-    def durables_aio_client() -> None:
-        """The asyncio client needs an asyncio test runner."""
-        pytest.fail("durables_aio_client needs pytest-asyncio (pip install pytest-asyncio)")
-
+except ImportError:  # the fixture says what is missing when a test asks for it
+    durables_aio_client = pytest.fixture(_no_asyncio_runner, name="durables_aio_client")
 else:
-
-    @pytest_asyncio.fixture
-    async def durables_aio_client(
-        durables_url: str, durables_namespace: str, durables_settings: dict[str, object]
-    ) -> AsyncIterator[AsyncClient]:
-        """An asyncio client in the test's own namespace, closed after the test."""
-        from .aio.client import connect as aio_connect
-
-        client = await aio_connect(durables_url, namespace=durables_namespace, **durables_settings)
-        try:
-            yield client
-        finally:
-            await client.close()
+    durables_aio_client = pytest_asyncio.fixture(_aio_client, name="durables_aio_client")
 
 
 def _messages(payloads: tuple[bytes | str, ...], properties: dict[str, Any] | None

@@ -198,7 +198,7 @@ MEMORY_FIXTURES_LEFT_OUT = {
     "home": "starts the embedded server (a process)",
 }
 """Tests that ask for one of these fixtures need a server process."""
-MEMORY_LEFT_OUT = {
+MEMORY_LEFT_OUT = {  # a module, a test function, or one parametrized test
     "test_faults.py": "cuts connections through a fault proxy and pauses the server",
     "test_failover.py": "fails a primary over to a replica (Sentinel)",
     "test_ha_servers.py": "starts replicas and sentinels",
@@ -221,7 +221,18 @@ MEMORY_LEFT_OUT = {
     "test_spark_example.py": "Spark's workers are other processes",
     "test_spark_pipeline.py": "Spark's workers are other processes",
     "test_spark_options.py": "Spark's workers are other processes",
-    "test_docs.py::test_a_runnable_block_runs": "runs each block as a process of its own",
+    "test_docs.py::test_a_runnable_block_runs[docs/cli.md:80]":
+        "runs the `durables` command as a process",
+    "test_docs.py::test_a_runnable_block_runs[docs/operations.md:33]":
+        "configures the server (CONFIG), which fakeredis has not",
+    "test_docs.py::test_a_runnable_block_runs[docs/operations.md:55]":
+        "makes an ACL user and connects as it over redis://",
+    "test_metrics.py::test_serve_answers_scrapes_over_http_until_terminated":
+        "runs `durables metrics --serve` as a process against a server",
+    "test_producers.py::test_a_publish_asking_for_more_replicas_than_confirm_raises_but_the_event_is_stored":
+        "asks for replicas, which memory:// refuses (tests/test_memory.py)",
+    "test_producers.py::test_replicas_from_the_settings_apply_to_every_publish":
+        "asks for replicas, which memory:// refuses (tests/test_memory.py)",
     "test_cli_polish.py::test_an_error_is_one_line_with_its_exit_code":
         "runs the `durables` command as a process against a server",
     "test_connections.py::test_connections_the_server_closed_while_idle_are_replaced_without_an_outage":
@@ -255,13 +266,18 @@ def memory_left_out(item: pytest.Item) -> str | None:
     """Why `item` cannot run on memory://, or None when it can."""
     function = getattr(item, "function", None)
     name = item.path.name
-    reason = MEMORY_LEFT_OUT.get(name) or MEMORY_LEFT_OUT.get(
-        f"{name}::{getattr(function, '__name__', '')}"
+    reason = (
+        MEMORY_LEFT_OUT.get(name)
+        or MEMORY_LEFT_OUT.get(f"{name}::{getattr(function, '__name__', '')}")
+        or MEMORY_LEFT_OUT.get(f"{name}::{item.name}")
     )
     asked = getattr(item, "fixturenames", ())
-    reason = reason or next((why for f, why in MEMORY_FIXTURES_LEFT_OUT.items() if f in asked), None)
     called = function.__code__.co_names if function is not None else ()
-    return reason or next((why for f, why in MEMORY_HELPERS_LEFT_OUT.items() if f in called), None)
+    return (
+        reason
+        or next((why for f, why in MEMORY_FIXTURES_LEFT_OUT.items() if f in asked), None)
+        or next((why for f, why in MEMORY_HELPERS_LEFT_OUT.items() if f in called), None)
+    )
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -269,7 +285,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     and say which and why at the end of the run."""
     if not MEMORY:
         return
-    kept, left = [], []
+    kept: list[pytest.Item] = []
+    left: list[pytest.Item] = []
     for item in items:
         (kept if memory_left_out(item) is None else left).append(item)
     if left:
@@ -286,7 +303,9 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     if not left:
         return
     reasons = Counter(memory_left_out(item) for item in left)
-    terminalreporter.write_line(f"memory:// pass: {len(left)} tests left out (need a server process):")
+    terminalreporter.write_line(
+        f"memory:// pass: {len(left)} tests left out (they need a server process):"
+    )
     for reason, count in reasons.most_common():
         terminalreporter.write_line(f"  {count:4d}  {reason}")
 
