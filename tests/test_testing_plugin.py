@@ -36,6 +36,7 @@ def test_a_wrong_handler_fails_the_pages_tests(pytester: pytest.Pytester) -> Non
     pytester.makepyfile(billing=HANDLER.replace("x {order", "of {order"), test_billing=TESTS)
     pytester.runpytest_subprocess("-p", "no:randomly").assert_outcomes(failed=3)
 
+
 NAMESPACES = """
 def test_one(durables_client):
     assert durables_client.channel_names() == []
