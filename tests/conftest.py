@@ -7,6 +7,7 @@ runs it on the in-process `memory://` store, less the tests of `MEMORY_LEFT_OUT`
 
 from __future__ import annotations
 
+import inspect
 import os
 import shutil
 import uuid
@@ -262,6 +263,16 @@ MEMORY_HELPERS_LEFT_OUT = {
 """Tests that call one of these helpers run the library in another process."""
 
 
+def _called(function: Any) -> set[str]:
+    """The global names `function` uses, and those its module's own helpers that it calls use."""
+    names = set(function.__code__.co_names)
+    for name in list(names):
+        helper = function.__globals__.get(name)
+        if inspect.isfunction(helper) and helper.__module__ == function.__module__:
+            names |= set(helper.__code__.co_names)
+    return names
+
+
 def memory_left_out(item: pytest.Item) -> str | None:
     """Why `item` cannot run on memory://, or None when it can."""
     function = getattr(item, "function", None)
@@ -272,7 +283,7 @@ def memory_left_out(item: pytest.Item) -> str | None:
         or MEMORY_LEFT_OUT.get(f"{name}::{item.name}")
     )
     asked = getattr(item, "fixturenames", ())
-    called = function.__code__.co_names if function is not None else ()
+    called = _called(function) if function is not None else set()
     return (
         reason
         or next((why for f, why in MEMORY_FIXTURES_LEFT_OUT.items() if f in asked), None)
