@@ -118,9 +118,12 @@ class _Bridge:
         except SimpleError as exc:
             if exc.value != msgs.XGROUP_KEY_NOT_FOUND_MSG:
                 raise
-            # fakeredis names XGROUP; Redis answers a read of a missing stream with NOGROUP
-            stream = args[[a.upper() for a in args].index(b"STREAMS") + 1]
-            raise SimpleError(_no_group(stream, group)) from None
+            # fakeredis names XGROUP; Redis answers a read of a missing stream with NOGROUP,
+            # naming that stream (a gated read tells a gone gate from a gone channel so)
+            after = args[[a.upper() for a in args].index(b"STREAMS") + 1 :]
+            streams = after[: len(after) // 2]
+            missing = next((s for s in streams if self._db.get(s) is None), streams[0])
+            raise SimpleError(_no_group(missing, group)) from None
 
     def _xreadgroup(
         self, consumer: bytes, group_params: list[Any], *args: Any, **kwargs: Any
