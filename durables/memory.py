@@ -9,13 +9,15 @@ It plugs in under redis-py, as a connection class: the library packs its command
 and writes them to the connection's socket, and fakeredis's socket runs each command as it
 is written. What fakeredis lacks is bridged here and only here:
 
-- `INFO` (the version check at connect) answers a server section of its own;
+- `INFO` answers a server section of its own (the version check at connect) and the
+  commands' call counts (`commandstats`, a script's own calls included, as on a server);
 - `WAIT 0` answers 0; `WAIT n` for replicas refuses (a process has no replicas);
 - `XREADGROUP` inside a script replies in the script's protocol (RESP2), as `redis.call`
   does on a server; fakeredis shapes it for the client's;
 - a blocked `XREADGROUP` whose group or stream is deleted under it fails at once as on a
   real server (NOGROUP / UNBLOCKED) instead of waiting, then reading from the group that
   is gone;
+- an error reply leaves no reference cycle behind (fakeredis's kept its traceback);
 - a blocked asyncio read whose event loop closed does not break later writes;
 - a connection woken by the library (`direct.wake`: closing a client, breaking a hung
   call) fails its blocked read as a lost connection, as a socket shut down does.
@@ -26,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
+from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
@@ -72,6 +75,15 @@ def drop(name: str = "") -> None:
         _stores.pop(name, None)
 
 
+def _calls(server: FakeServer) -> Counter[str]:
+    """How often the store ran each command (`INFO commandstats`), kept on the store."""
+    calls: Counter[str] | None = getattr(server, "durables_calls", None)
+    if calls is None:
+        calls = Counter()
+        server.durables_calls = calls  # type: ignore[attr-defined]
+    return calls
+
+
 def _no_group(stream: bytes, group: bytes) -> str:
     return (f"NOGROUP No such key '{stream.decode()}' or consumer group '{group.decode()}' "
             "in XREADGROUP with GROUP option")  # fmt: skip
@@ -98,7 +110,7 @@ class _Bridge:
     def _process_command(self, fields: list[bytes]) -> None:
         name = fields[0].lower() if fields else b""
         if name == b"info":
-            self.put_response(SERVER_INFO)
+            self.put_response(self._info(fields[1].lower() if len(fields) > 1 else b"default"))
         elif name == b"wait" and len(fields) == 3:
             self.put_response(self._wait(fields[1]))
         else:
@@ -106,6 +118,28 @@ class _Bridge:
 
     def put_response(self, msg: Any) -> None:
         super().put_response(msg)  # type: ignore[misc]
+
+    def _info(self, section: bytes) -> bytes:
+        parts = []
+        if section in (b"server", b"default", b"all", b"everything"):
+            parts.append(SERVER_INFO)
+        if section in (b"commandstats", b"all", b"everything"):
+            calls = sorted(_calls(self._server).items())
+            parts.append(b"# Commandstats\r\n" + b"".join(
+                f"cmdstat_{name}:calls={n},usec=0,usec_per_call=0.00,rejected_calls=0,"
+                f"failed_calls=0\r\n".encode() for name, n in calls
+            ))  # fmt: skip
+        return b"\r\n".join(parts)
+
+    def _run_command(self, func: Any, sig: Any, args: list[Any], from_script: bool) -> Any:
+        # every command run, a script's own included (as a server's commandstats count)
+        _calls(self._server)[sig.name.lower().replace(" ", "|")] += 1
+        result = super()._run_command(func, sig, args, from_script)  # type: ignore[misc]
+        if isinstance(result, SimpleError):
+            # fakeredis keeps an error it caught as the reply: its traceback holds the frames
+            # that hold the reply, a reference cycle per error reply (replies.kept, ours)
+            result.__traceback__ = result.__context__ = None
+        return result
 
     def _wait(self, replicas: bytes) -> Any:
         if replicas.strip() in (b"0", b"-0"):
