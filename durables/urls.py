@@ -5,6 +5,8 @@ redis+sentinel://[user:password@]h1:p1[,h2:p2...]/service[/db]
                                                 a primary found and followed through
                                                 Sentinel (rediss+sentinel:// with TLS)
 redis+cluster://[user:password@]host:port       Redis Cluster (rediss+cluster://)
+memory://[name]                                 an in-process store (`durables.memory`),
+                                                one per name within the process
 
 `shown(url)` is the one place a URL is formatted for people: every message, log line,
 repr, CLI output and metric label shows a password as `***`.
@@ -20,7 +22,7 @@ from urllib.parse import unquote, urlsplit
 
 from .errors import ConfigError
 
-Deployment = Literal["standalone", "sentinel", "cluster"]
+Deployment = Literal["standalone", "sentinel", "cluster", "memory"]
 SCHEMES: dict[str, tuple[Deployment, bool]] = {
     "redis": ("standalone", False),
     "rediss": ("standalone", True),
@@ -28,6 +30,7 @@ SCHEMES: dict[str, tuple[Deployment, bool]] = {
     "rediss+sentinel": ("sentinel", True),
     "redis+cluster": ("cluster", False),
     "rediss+cluster": ("cluster", True),
+    "memory": ("memory", False),
 }
 SENTINEL_PORT = 26379
 HIDDEN = "***"
@@ -59,7 +62,7 @@ class ServerUrl:
     tls: bool
     hosts: tuple[tuple[str, int], ...]
     service: str | None = None
-    """Sentinel: the name of the monitored primary."""
+    """Sentinel: the name of the monitored primary; memory://: the store's name."""
     db: int = 0
     username: str | None = None
     password: str | None = field(default=None, repr=False)
@@ -96,6 +99,8 @@ def parse_url(url: str) -> ServerUrl:
     if parts.scheme not in SCHEMES:
         raise ConfigError(f"scheme must be one of {', '.join(SCHEMES)}, got {shown(url)!r}")
     deployment, tls = SCHEMES[parts.scheme]
+    if deployment == "memory":
+        return _memory_url(url, parts.netloc, parts.path)
     credentials, _, hostlist = parts.netloc.rpartition("@")
     username, _, password = credentials.partition(":") if credentials else ("", "", "")
     if not hostlist:
@@ -119,6 +124,14 @@ def parse_url(url: str) -> ServerUrl:
         url, deployment, tls, hosts, service, int(path[0]) if path else 0,
         unquote(username) or None, unquote(password) or None,
     )  # fmt: skip
+
+
+def _memory_url(url: str, name: str, path: str) -> ServerUrl:
+    if path.strip("/") or not all(c.isalnum() or c in "_.-" for c in name):
+        raise ConfigError(  # not the URL itself: it may carry a password
+            "memory://NAME takes a name of letters, digits and '_.-' only (no user, port or path)"
+        )
+    return ServerUrl(url, "memory", False, (), service=name)
 
 
 def tls_options(

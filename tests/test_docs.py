@@ -57,6 +57,9 @@ BLOCKS = runnable_blocks()
 def test_a_runnable_block_runs(
     code: str, server: RedisProcess, namespace: str, tmp_path: Path
 ) -> None:
+    if server.url.startswith("memory://"):  # the store is in this process: run it here
+        run_in_process(code, server.url, namespace, tmp_path)
+        return
     # As the server's administrator: some blocks show administration (CONFIG, ACL SETUSER),
     # which the limited user of a DURABLES_TEST_SECURE=1 run may not do
     url = f"redis://127.0.0.1:{server.port}/0"
@@ -88,6 +91,15 @@ def test_every_block_runs_beside_every_other_in_one_namespace_in_any_order(
         if done.returncode != 0:
             failed.append(f"{at}: {done.stderr.strip().splitlines()[-1:]}")
     assert failed == [], f"in the order of seed {seed}"
+
+
+def run_in_process(code: str, url: str, namespace: str, where: Path) -> None:
+    """A block run as a script would be, but in this process (memory:// is in-process)."""
+    with pytest.MonkeyPatch.context() as patch:
+        for name, value in (("URL", url), ("NAMESPACE", namespace), ("BLOCK_S", "0.2")):
+            patch.setenv(f"DURABLES_{name}", value)
+        patch.chdir(where)
+        exec(compile(code, "<block>", "exec"), {"__name__": "__main__"})
 
 
 def test_most_api_blocks_are_runnable() -> None:

@@ -16,6 +16,7 @@ from redis.asyncio.sentinel import Sentinel, SentinelConnectionPool
 from redis.backoff import NoBackoff
 from redis.exceptions import RedisClusterException
 
+from .. import memory
 from ..errors import ConfigError
 from ..replies import AS_SENT, as_sent
 from ..transport import reading_as_sent
@@ -44,6 +45,8 @@ def connect(
         return _sentinel(parsed, options)
     if parsed.deployment == "cluster":
         return _cluster(parsed, options)
+    if parsed.deployment == "memory":
+        return memory.open_async(parsed, options)
     try:
         return reading_as_sent(aioredis.Redis.from_url(parsed.url, **options))
     except ValueError as exc:

