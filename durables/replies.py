@@ -23,8 +23,8 @@ from .errors import (
     DurablesError,
     InvalidStartError,
     LeaseLostError,
-    StalePublishError,
     ReplicationError,
+    StalePublishError,
 )
 
 if TYPE_CHECKING:
