@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
-from urllib.parse import unquote, urlsplit
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 from .errors import ConfigError
 
@@ -84,6 +84,16 @@ def parse_url(url: str) -> ServerUrl:
     )  # fmt: skip
 
 
+def redact(url: str) -> str:
+    """`url` fit to show: a password in it replaced by `***` (the user name stays)."""
+    parts = urlsplit(url)
+    credentials, at, hosts = parts.netloc.rpartition("@")
+    if not at or ":" not in credentials:
+        return url
+    user = credentials.partition(":")[0]
+    return urlunsplit(parts._replace(netloc=f"{user}:***@{hosts}"))
+
+
 def tls_options(
     url: ServerUrl, ca: Path | None = None, cert: Path | None = None, key: Path | None = None
 ) -> dict[str, Any]:
@@ -106,4 +116,4 @@ def tls_options(
     return options
 
 
-__all__ = ["SCHEMES", "Deployment", "ServerUrl", "parse_url", "tls_options"]
+__all__ = ["SCHEMES", "Deployment", "ServerUrl", "parse_url", "redact", "tls_options"]
