@@ -42,11 +42,12 @@ def console(state: State, host: str, port: int, admin: bool, token: str | None) 
         from durables.console import ConsoleConfig, create_app
     except ImportError:
         output.fail(EXTRA_HINT, exits.ERROR)
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
     try:
-        sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((host, port))
     except OSError as exc:
+        sock.close()
         output.fail(f"cannot listen on {host}:{port}: {exc.strerror or exc}", exits.CANNOT_LISTEN)
     app = create_app(ConsoleConfig(state.url, state.namespace, admin=admin, token=token))
     where = f"[{host}]" if ":" in host else host

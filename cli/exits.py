@@ -29,7 +29,7 @@ SERVER = 9
 ABORTED = 10
 """A destructive command was not confirmed; nothing was changed."""
 CANNOT_LISTEN = 11
-"""`metrics --serve` could not listen on the address and port given."""
+"""`metrics --serve` or `console` could not listen on the address and port given."""
 
 # First match wins, so subclasses come before the classes they refine.
 _BY_ERROR: tuple[tuple[type[durables.DurablesError], int], ...] = (

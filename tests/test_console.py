@@ -213,3 +213,47 @@ def test_the_console_shows_an_outage_then_recovers(
         with durables.connect(fresh_server.url, namespace=namespace, **FAST) as after:
             after.channel("orders").publish(b"after")
         expect(cell(p, "tr[data-channel='orders']", "length")).to_have_text("2", timeout=15_000)
+
+
+def test_sessions_and_dead_letters_are_shown_and_operated(
+    page: tuple[Page, Dialogs], client: durables.Client, server_url: str, namespace: str
+) -> None:
+    p, dialogs = page
+    orders = client.channel("orders")
+    billing = orders.durable("billing", kind="shared", max_deliveries=1)
+    session = client.session("mobile-42", timeout=600, max_depth=1000,
+                             disconnected_max_depth=5000)  # fmt: skip
+    session.register_interest("orders")
+    session.close(keepalive=True)
+    orders.publish_many([durables.Message(b"<i>e%d</i>" % i) for i in (1, 2)])
+    with billing.consumer("w1", prefetch=2) as consumer:
+        got: list[durables.Event] = []
+        while len(got) < 2:
+            got += consumer.fetch(timeout=1.0)
+        consumer.rollback()  # past max_deliveries: to the dead letters
+        consumer.fetch(timeout=0.5)
+    assert len(billing.dead_letters()) == 2
+    with console(server_url, namespace, "--admin") as running:
+        p.goto(running.base + "/sessions")
+        row = "tr[data-session='mobile-42']"
+        expect(cell(p, row, "state")).to_have_text("away")
+        expect(cell(p, row, "queue")).to_have_text("2")
+        assert "1000 (5000 while away)" in p.locator(row).inner_text()
+        screenshot(p, "sessions")
+        p.goto(running.base + "/dead-letters")
+        p.locator("main a", has_text="billing").click()
+        payloads = p.locator("#dead-letters code.payload")
+        expect(payloads).to_have_text(["<i>e1</i>", "<i>e2</i>"])
+        screenshot(p, "dead-letters")
+        dialogs.accept = True
+        p.locator("button[data-action='replay']").click()
+        p.locator("#flash", has_text="replayed 2 dead letters").wait_for()
+        assert billing.dead_letters() == []
+        assert "published to channel 'orders' again" in dialogs.seen[-1][1]
+        p.goto(running.base + "/sessions")
+        p.locator(f"{row} button[data-action='close-session']").click()
+        p.locator("#flash", has_text="closed session 'mobile-42'").wait_for()
+        assert "Close session 'mobile-42': its queue of" in dialogs.seen[-1][1]
+        assert [s.id for s in client.sessions()] == []
+        p.goto(running.base + "/alerts")
+        expect(p.locator("#alerts")).to_contain_text("'mobile-42' was closed by an operator")

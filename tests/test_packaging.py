@@ -17,4 +17,5 @@ def test_every_package_of_the_library_is_listed_for_the_wheel() -> None:
         for init in (ROOT / "durables").rglob("__init__.py")
     }
     assert found <= listed, f"missing from [tool.setuptools] packages: {sorted(found - listed)}"
-    assert set(config["package-data"]["durables"]) >= {"lua/*.lua", "lua/lib/*.lua", "py.typed"}
+    assert set(config["package-data"]["durables"]) >= {"lua/*.lua", "lua/lib/*.lua", "py.typed",
+                                                       "console/static/*"}  # fmt: skip

@@ -1,0 +1,125 @@
+"""The console's safety without a browser: where it may listen, its token, the guard on
+its actions (CSRF token, origin), passwords kept out of sight; and the Grafana
+dashboard shipped beside it, which must chart only metrics `durables metrics` exposes."""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+import durables
+from durables.urls import redact
+
+from .cli_support import Cli, describe, exits
+from .conftest import FAST
+from .console_support import console
+
+DASHBOARD = Path(__file__).resolve().parent.parent / "docs" / "grafana-dashboard.json"
+
+
+def csrf_of(page: str) -> str:
+    found = re.search(r'<meta name="csrf" content="([^"]+)">', page)
+    assert found, page[:500]
+    return found.group(1)
+
+
+def test_listening_beyond_this_machine_needs_a_token(cli: Cli) -> None:
+    result = cli("console", "--host", "0.0.0.0", "--port", "0")
+    assert result.exit_code == exits.INVALID, describe(result)
+    assert result.stdout == ""
+    assert result.stderr.startswith("error: listening on 0.0.0.0 lets others in: give --token")
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_without_its_extra_the_console_says_how_to_get_it(
+    cli: Cli, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "uvicorn", None)  # makes the import fail
+    cli.fails(exits.ERROR, "error: the console needs its extra: pip install 'durables[console]'",
+              "console", "--port", "0")  # fmt: skip
+
+
+def test_a_port_in_use_is_one_line_with_its_exit_code(cli: Cli, server_url: str) -> None:
+    port = server_url.rsplit(":", 1)[1].split("/")[0]  # the test server holds it
+    result = cli("console", "--port", port)
+    assert result.exit_code == exits.CANNOT_LISTEN, describe(result)
+    assert result.stderr.startswith(f"error: cannot listen on 127.0.0.1:{port}")
+
+
+def test_a_token_is_needed_for_every_request(server_url: str, namespace: str) -> None:
+    with console(server_url, namespace, env={"DURABLES_CONSOLE_TOKEN": "let-me-in"}) as running:
+        for path in ("/", "/api/state", "/events", "/static/console.js"):
+            status, body = running.get(path)
+            assert status == 401 and "token" in body, (path, status)
+        assert running.get("/", {"authorization": "Bearer wrong"})[0] == 401
+        assert running.get("/?token=wrong")[0] == 401
+        assert running.get("/?token=let-me-in")[0] == 303  # sets the cookie, drops the token
+        status, body = running.get("/", {"authorization": "Bearer let-me-in"})
+        assert status == 200 and "Overview" in body
+        assert running.get("/", {"cookie": "durables_console=let-me-in"})[0] == 200
+
+
+def test_an_action_needs_the_page_token_and_its_own_origin(server_url: str, namespace: str) -> None:
+    with durables.connect(server_url, namespace=namespace, **FAST) as client:
+        orders = client.channel("orders")
+        orders.publish(b"x")
+        with console(server_url, namespace, "--admin") as running:
+            status, page = running.get("/")
+            token = csrf_of(page)
+            body = {"channel": "orders"}
+            assert running.post("/actions/purge", body)[0] == 403
+            assert running.post("/actions/purge", body, {"x-durables-csrf": "guess"})[0] == 403
+            elsewhere = {"x-durables-csrf": token, "origin": "http://evil.example"}
+            status, answer = running.post("/actions/purge", body, elsewhere)
+            assert status == 403 and "cross-origin" in answer
+            assert orders.info().length == 1
+            status, answer = running.get("/api/impact?action=purge&channel=orders")
+            assert status == 200
+            assert json.loads(answer)["message"].startswith("Purge channel 'orders': its 1 ")
+            own = {"x-durables-csrf": token, "origin": running.base}
+            status, answer = running.post("/actions/purge", body, own)
+            assert (status, json.loads(answer)) == (200, {"done": "purged 1 event from 'orders'"})
+            assert orders.info().length == 0
+            status, answer = running.post("/actions/purge", {"channel": "nope"}, own)
+            assert status == 400 and "nope" in json.loads(answer)["error"]
+            status, answer = running.post("/actions/format-disk", body, own)
+            assert status == 400 and "no action 'format-disk'" in json.loads(answer)["error"]
+
+
+def test_pages_allow_only_the_consoles_own_script(server_url: str, namespace: str) -> None:
+    with console(server_url, namespace) as running:
+        status, page = running.get("/")
+        assert status == 200
+        assert re.findall(r"<script[^>]*>", page) == [
+            '<script type="module" src="/static/console.js">'
+        ]
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("rediss://app:s3cret@127.0.0.1:6380/0?ssl_cert_reqs=required",
+         "rediss://app:***@127.0.0.1:6380/0?ssl_cert_reqs=required"),
+        ("redis://:s3cret@h:6379", "redis://:***@h:6379"),
+        ("redis+sentinel://u:s3cret@h1:26379,h2:26379/main", "redis+sentinel://u:***@h1:26379,h2:26379/main"),
+        ("redis://h:6379/0", "redis://h:6379/0"),
+        ("redis://user@h:6379/0", "redis://user@h:6379/0"),
+    ],
+)  # fmt: skip
+def test_a_url_is_shown_without_its_password(url: str, shown: str) -> None:
+    assert redact(url) == shown
+
+
+def test_the_grafana_dashboard_charts_only_metrics_that_durables_exposes(cli: Cli) -> None:
+    exposed = set(re.findall(r"^# TYPE (durables_\w+) ", cli.ok("metrics"), re.MULTILINE))
+    assert "durables_durable_depth" in exposed
+    dashboard = json.loads(DASHBOARD.read_text())
+    queries = [t["expr"] for p in dashboard["panels"] for t in p["targets"]]
+    queries += [v["definition"] for v in dashboard["templating"]["list"] if "definition" in v]
+    queried = {name for q in queries for name in re.findall(r"\bdurables_\w+", q)}
+    assert queried <= exposed, f"not exposed: {sorted(queried - exposed)}"
+    assert queried == exposed, f"not charted: {sorted(exposed - queried)}"
