@@ -16,6 +16,7 @@ from .channel import Channel, channel_infos, channel_options, get_channel, open_
 from .cluster import Server
 from .context import Context
 from .executor import Executor
+from .figures import Figures, read_figures
 from .housekeeping import housekeep
 from .leases import Heartbeat
 from .ops import channels as channel_ops
@@ -175,6 +176,15 @@ class Client:
     def server_ms(self) -> int:
         """The server's clock, in milliseconds."""
         return self.ctx.executor.drive(session_store.server_ms(self.ctx))
+
+    def figures(self, alert_count: int = 20) -> Figures:
+        """Everything an operator looks at, read now (see `durables.figures`)."""
+        return self.ctx.executor.drive(read_figures(self.ctx, alert_count))
+
+    def discard_session(self, session_id: str, by: str = "an operator") -> bool:
+        """Close a session from outside: its queue and interests go, with an alert naming
+        `by`. False if there is no such session."""
+        return self.ctx.executor.drive(session_store.discard(self.ctx, session_id, by))
 
     def housekeep(self) -> HousekeepReport:
         """One round of housekeeping on every channel now: trims acknowledged and expired events."""
