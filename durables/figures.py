@@ -151,8 +151,9 @@ def _channel(
                           durables), groups  # fmt: skip
 
 
-_GONE = frozenset({"NOGROUP", "ERR"})
-"""A group or key gone between the listing and this read: no figure, not an error."""
+_GONE = frozenset({"NOGROUP", "no"})
+"""No stream yet (a channel nothing was published to: `no such key`), or a group gone
+between the listing and this read: no figure, not an error."""
 
 
 def _stream(k: ChannelKeys) -> Op[dict[str, Any]]:
@@ -161,8 +162,7 @@ def _stream(k: ChannelKeys) -> Op[dict[str, Any]]:
 
 def _memory(key: str) -> Op[int | None]:
     """`MEMORY USAGE` (refused to some ACL users, or gone meanwhile: None)."""
-    return command("MEMORY USAGE", key, parse=_int_or_none,
-                   tolerate=frozenset({"NOPERM", "ERR"}))  # fmt: skip
+    return command("MEMORY USAGE", key, parse=_int_or_none, tolerate=frozenset({"NOPERM"}))
 
 
 def _groups(k: ChannelKeys) -> Op[list[dict[str, Any]]]:

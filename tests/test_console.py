@@ -90,10 +90,10 @@ def test_overview_lists_a_channel_and_its_depth_rises_without_a_reload(
     with console(server_url, namespace) as running:
         p.goto(running.base + "/")
         p.locator("#channels a", has_text="orders").wait_for()
-        assert (
-            p.locator("#channels tr[data-channel='prices'] [data-field='length']").inner_text()
-            == "1"
-        )
+        assert cell(p, "#channels tr[data-channel='prices']", "length").inner_text() == "1"
+        expect(p.locator("#news")).to_be_hidden()
+        client.channel("late")
+        expect(p.locator("#news")).to_have_text("1 new channel since this page was loaded: reload")
         p.locator("#channels a", has_text="orders").click()
         p.wait_for_url("**/channels/orders")
         depth = cell(p, "tr[data-durable='billing']", "depth")

@@ -1,5 +1,5 @@
-"""The console's safety without a browser: where it may listen, its token, the guard on
-its actions (CSRF token, origin), passwords kept out of sight; and the Grafana
+"""The console without a browser: where it may listen, its token, the guard on its
+actions (CSRF token, origin), passwords kept out of sight, its rates; and the Grafana
 dashboard shipped beside it, which must chart only metrics `durables metrics` exposes."""
 
 from __future__ import annotations
@@ -12,6 +12,9 @@ from pathlib import Path
 import pytest
 
 import durables
+from durables.console.live import Live
+from durables.figures import ChannelFigures, DurableFigures, Figures
+from durables.records import ChannelInfo, DurableInfo
 from durables.urls import redact
 
 from .cli_support import Cli, describe, exits
@@ -112,6 +115,27 @@ def test_pages_allow_only_the_consoles_own_script(server_url: str, namespace: st
 )  # fmt: skip
 def test_a_url_is_shown_without_its_password(url: str, shown: str) -> None:
     assert redact(url) == shown
+
+
+def test_rates_are_the_counters_differences_over_the_time_between_reads(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def read(added: int, acknowledged: int) -> Figures:
+        info = ChannelInfo("orders", 10, None, None, ("billing",))
+        spec = DurableInfo("orders", "billing", "shared", None, "earliest", 0, 0, "0-0", ())
+        durable = DurableFigures(spec, 0, 0.0, 0, {}, acknowledged)
+        return Figures(0, {}, [ChannelFigures(info, added, None, [durable])], [], [])
+
+    clock = iter([100.0, 102.0, 103.0])
+    monkeypatch.setattr("durables.console.live.time.monotonic", lambda: next(clock))
+    live = Live(None, None)
+    live._take(read(added=50, acknowledged=10))
+    assert live.rates == {}
+    live._take(read(added=250, acknowledged=70))  # 2 s later
+    assert live.rates == {"orders": (100.0, 30.0)}
+    live._take(read(added=250, acknowledged=70))
+    assert live.rates == {"orders": (0.0, 0.0)}
+    assert live.state()["channels"]["orders"]["rate_in"] == 0.0
 
 
 def test_the_grafana_dashboard_charts_only_metrics_that_durables_exposes(cli: Cli) -> None:

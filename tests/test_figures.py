@@ -11,7 +11,7 @@ import durables
 
 from .helpers import fetch_all
 
-pytestmark = pytest.mark.both_clients
+pytestmark = [pytest.mark.both_clients, pytest.mark.on_cluster]
 
 
 def test_figures_show_windows_holder_lag_and_the_oldest_unacknowledged_age(
@@ -63,12 +63,17 @@ def test_figures_show_a_sessions_queue_its_limits_and_the_keepalive_left(
     assert away.keepalive_left_s is not None and 25 < away.keepalive_left_s <= 30
 
 
-def test_a_channel_listed_without_its_keys_is_left_out(
+def test_a_channel_without_events_is_shown_and_one_without_its_keys_left_out(
     client: durables.Client, namespace: str
 ) -> None:
     client.channel("orders").publish(b"x")
+    client.channel("quiet")  # nothing published yet: no stream
     client.redis.sadd(f"{namespace}:channels", "half-made")
-    assert [c.info.name for c in client.figures().channels] == ["orders"]
+    found = client.figures().channels
+    assert [(c.info.name, c.info.length, c.added) for c in found] == [
+        ("orders", 1, 1),
+        ("quiet", 0, 0),
+    ]
 
 
 def test_an_operator_closes_a_session_from_outside(client: durables.Client) -> None:

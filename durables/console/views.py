@@ -91,7 +91,8 @@ def overview(f: Figures, server_url: str, rates: dict[str, tuple[float, float]],
     columns = ["channel", "length", "in /s", "out /s", "retained", "durables", "last minutes"]
     if admin:
         columns.append("")
-    return facts + table(columns, rows, id_="channels", empty="no channels")
+    news = '<p id="news" hidden><a href="/"></a></p>'  # the script: channels made since
+    return facts + news + table(columns, rows, id_="channels", empty="no channels")
 
 
 def _channel_row(c: ChannelFigures, rates: tuple[float, float], admin: bool) -> str:

@@ -111,6 +111,17 @@ function apply(state) {
     if (element.matches("dl.facts")) showDurables(name, c, now);
   }
   showSessions(state.sessions);
+  showNews(state.channels);
+}
+
+function showNews(channels) {
+  const news = document.getElementById("news");
+  if (!news) return;
+  const shown = new Set([...document.querySelectorAll("tr[data-channel]")].map((r) => r.dataset.channel));
+  const fresh = Object.keys(channels).filter((name) => !shown.has(name));
+  news.hidden = fresh.length === 0;
+  news.firstElementChild.textContent =
+    `${fresh.length} new channel${fresh.length === 1 ? "" : "s"} since this page was loaded: reload`;
 }
 
 function flash(text, bad) {
