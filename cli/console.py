@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import ipaddress
 import socket
+from types import FrameType
+from typing import TYPE_CHECKING
 
 import click
 
@@ -11,6 +13,9 @@ from durables.urls import parse_url
 
 from . import exits, output
 from .context import State, pass_state
+
+if TYPE_CHECKING:
+    import uvicorn
 
 EXTRA_HINT = "the console needs its extra: pip install 'durables[console]'"
 
@@ -54,8 +59,24 @@ def console(state: State, host: str, port: int, admin: bool, token: str | None) 
     mode = "admin" if admin else "read-only"
     output.say(f"serving the console ({mode}) on http://{where}:{sock.getsockname()[1]}/ "
                f"(Ctrl-C stops)")  # fmt: skip
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
+    server = _quiet_stop(uvicorn.Server)(uvicorn.Config(app, log_level="warning", lifespan="on"))
     server.run(sockets=[sock])
+    output.say("console stopped")
+
+
+def _quiet_stop(base: type[uvicorn.Server]) -> type[uvicorn.Server]:
+    """uvicorn, which after a graceful stop raises the signal again (so the process dies
+    of it): a Ctrl-C or SIGTERM here is the way to stop, and ends with exit code 0, as
+    `metrics --serve` does."""
+
+    class Server(base):  # type: ignore[valid-type,misc]
+        def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+            super().handle_exit(sig, frame)
+            captured = getattr(self, "_captured_signals", None)
+            if isinstance(captured, list):
+                captured.clear()
+
+    return Server
 
 
 def _loopback(host: str) -> bool:

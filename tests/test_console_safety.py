@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+import signal
 import sys
 from pathlib import Path
 
@@ -91,6 +92,30 @@ def test_an_action_needs_the_page_token_and_its_own_origin(server_url: str, name
             assert status == 400 and "nope" in json.loads(answer)["error"]
             status, answer = running.post("/actions/format-disk", body, own)
             assert status == 400 and "no action 'format-disk'" in json.loads(answer)["error"]
+
+
+def test_without_a_token_only_a_loopback_host_name_is_answered(
+    server_url: str, namespace: str
+) -> None:
+    """Another site's name rebound to 127.0.0.1 (DNS rebinding) gets nothing."""
+    with console(server_url, namespace, "--admin") as running:
+        port = running.base.rsplit(":", 1)[1]
+        for host in (f"127.0.0.1:{port}", f"localhost:{port}", f"[::1]:{port}"):
+            assert running.get("/api/state", {"host": host})[0] == 200, host
+        status, body = running.get("/", {"host": f"evil.example:{port}"})
+        assert status == 421 and "evil.example" in body
+
+
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM])
+def test_ctrl_c_or_sigterm_stop_the_console_cleanly(
+    server_url: str, namespace: str, stop: signal.Signals
+) -> None:
+    with console(server_url, namespace) as running:
+        assert running.get("/api/state")[0] == 200
+        running.process.send_signal(stop)
+        assert running.process.wait(15) == exits.OK
+        assert running.process.stdout is not None
+        assert running.process.stdout.read() == "console stopped\n"
 
 
 def test_pages_allow_only_the_consoles_own_script(server_url: str, namespace: str) -> None:

@@ -40,6 +40,8 @@ from . import actions, views
 from .live import Live
 
 COOKIE = "durables_console"
+LOOPBACK_NAMES = frozenset({"127.0.0.1", "localhost", "::1"})
+"""The Host names a console without a token answers to."""
 CSRF_HEADER = "x-durables-csrf"
 NACKS_SHOWN = 50
 """Per channel, the newest nacks the page lists."""
@@ -93,6 +95,11 @@ class Guard:
 
     def _refusal(self, request: Request) -> Response | None:
         if self.token is None:
+            # no token: only this machine may come in, by a loopback name (another site's
+            # DNS name rebound to 127.0.0.1 would otherwise read the pages and act)
+            host = request.headers.get("host", "").rsplit(":", 1)[0].strip("[]")
+            if host not in LOOPBACK_NAMES:
+                return PlainTextResponse(f"unexpected Host {host!r}: use 127.0.0.1", 421)
             return None
         bearer = request.headers.get("authorization", "").removeprefix("Bearer ").strip()
         if self._good(bearer) or self._good(request.cookies.get(COOKIE, "")):

@@ -132,7 +132,12 @@ class Live:
             self.rates = {
                 name: (
                     max(0, added - last.added.get(name, added)) / span,
-                    max(0, counters.acknowledged[name] - last.acknowledged.get(name, 0)) / span,
+                    max(
+                        0,
+                        counters.acknowledged[name]
+                        - last.acknowledged.get(name, counters.acknowledged[name]),
+                    )
+                    / span,
                 )
                 for name, added in counters.added.items()
             }
