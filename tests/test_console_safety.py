@@ -60,6 +60,7 @@ def test_a_token_is_needed_for_every_request(server_url: str, namespace: str) ->
             status, body = running.get(path)
             assert status == 401 and "token" in body, (path, status)
         assert running.get("/", {"authorization": "Bearer wrong"})[0] == 401
+        assert running.get("/", {"authorization": "Bearer w\u00e9"})[0] == 401
         assert running.get("/?token=wrong")[0] == 401
         assert running.get("/?token=let-me-in")[0] == 303  # sets the cookie, drops the token
         status, body = running.get("/", {"authorization": "Bearer let-me-in"})

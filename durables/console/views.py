@@ -70,11 +70,14 @@ def action(kind: str, label: str, **about: str) -> str:
 def _bytes(n: int | None) -> str:
     if n is None:
         return NONE
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if n < 1024 or unit == "GiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024  # type: ignore[assignment]
-    return str(n)
+    if n < 1024:
+        return f"{n} B"
+    size = float(n)
+    for unit in ("KiB", "MiB", "GiB"):
+        size /= 1024
+        if size < 1024 or unit == "GiB":
+            break
+    return f"{size:.1f} {unit}"
 
 
 def overview(f: Figures, server_url: str, rates: dict[str, tuple[float, float]],
