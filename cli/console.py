@@ -17,6 +17,9 @@ from .context import State, pass_state
 if TYPE_CHECKING:
     import uvicorn
 
+STREAMS_CLOSE_S = 1
+"""At a stop, open pages' event streams (which never end by themselves) are given this
+long, then closed: without it a stop waits for every browser tab to go away."""
 EXTRA_HINT = "the console needs its extra: pip install 'durables[console]'"
 
 
@@ -59,7 +62,9 @@ def console(state: State, host: str, port: int, admin: bool, token: str | None) 
     mode = "admin" if admin else "read-only"
     output.say(f"serving the console ({mode}) on http://{where}:{sock.getsockname()[1]}/ "
                f"(Ctrl-C stops)")  # fmt: skip
-    server = _quiet_stop(uvicorn.Server)(uvicorn.Config(app, log_level="warning", lifespan="on"))
+    config = uvicorn.Config(app, log_level="warning", lifespan="on",
+                            timeout_graceful_shutdown=STREAMS_CLOSE_S)  # fmt: skip
+    server = _quiet_stop(uvicorn.Server)(config)
     server.run(sockets=[sock])
     output.say("console stopped")
 

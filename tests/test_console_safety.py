@@ -4,6 +4,7 @@ dashboard shipped beside it, which must chart only metrics `durables metrics` ex
 
 from __future__ import annotations
 
+import http.client
 import json
 import re
 import signal
@@ -13,15 +14,17 @@ from pathlib import Path
 import pytest
 
 import durables
+from durables.console import views
 from durables.console.live import Live
 from durables.figures import ChannelFigures, DurableFigures, Figures
-from durables.records import ChannelInfo, DurableInfo
+from durables.records import ChannelInfo, DurableInfo, Nack
 from durables.urls import redact
 
 from .cli_support import Cli, describe, exits
 from .conftest import FAST
 from .console_support import console
 
+STOP_WITHIN_S = 5
 DASHBOARD = Path(__file__).resolve().parent.parent / "docs" / "grafana-dashboard.json"
 
 
@@ -112,9 +115,14 @@ def test_ctrl_c_or_sigterm_stop_the_console_cleanly(
     server_url: str, namespace: str, stop: signal.Signals
 ) -> None:
     with console(server_url, namespace) as running:
-        assert running.get("/api/state")[0] == 200
+        host, port = running.base.removeprefix("http://").split(":")
+        page = http.client.HTTPConnection(host, int(port), timeout=10)
+        page.request("GET", "/events")  # an open page: its stream never ends by itself
+        stream = page.getresponse()
+        assert stream.readline().startswith(b"data: ")
         running.process.send_signal(stop)
-        assert running.process.wait(15) == exits.OK
+        assert running.process.wait(STOP_WITHIN_S) == exits.OK
+        page.close()
         assert running.process.stdout is not None
         assert running.process.stdout.read() == "console stopped\n"
 
@@ -162,6 +170,20 @@ def test_rates_are_the_counters_differences_over_the_time_between_reads(
     live._take(read(added=250, acknowledged=70))
     assert live.rates == {"orders": (0.0, 0.0)}
     assert live.state()["channels"]["orders"]["rate_in"] == 0.0
+
+
+def test_nacks_alerts_and_payloads_are_shown_as_text() -> None:
+    evil = "<script>alert(1)</script>"
+    page = views.alerts(
+        [{"time_ms": 0, "message": f"session {evil!r} expired"}],
+        {"orders": [Nack("1-0", evil, "timeout")]},
+    )
+    assert "<script>" not in page
+    assert "<td>&lt;script&gt;alert(1)&lt;/script&gt;</td><td>timeout</td>" in page
+    assert "<td>1970-01-01 00:00:00</td><td>session &#x27;&lt;script&gt;" in page
+    assert views.preview(b"\xff\x00" * 100).startswith("0xff00ff00")  # not UTF-8: hex
+    assert views.preview(("<b>" * 100).encode()).endswith("…")
+    assert len(views.preview(("<b>" * 100).encode())) == views.PREVIEW_CHARS
 
 
 def test_the_grafana_dashboard_charts_only_metrics_that_durables_exposes(cli: Cli) -> None:
