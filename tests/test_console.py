@@ -257,3 +257,38 @@ def test_sessions_and_dead_letters_are_shown_and_operated(
         assert [s.id for s in client.sessions()] == []
         p.goto(running.base + "/alerts")
         expect(p.locator("#alerts")).to_contain_text("'mobile-42' was closed by an operator")
+
+
+def test_a_durable_then_a_channel_are_deleted_through_the_pages(
+    page: tuple[Page, Dialogs], client: durables.Client, server_url: str, namespace: str
+) -> None:
+    p, dialogs = page
+    dialogs.accept = True
+    orders = client.channel("orders")
+    orders.durable("billing", kind="shared", start="earliest")
+    orders.durable("audit", kind="exclusive", start="earliest")
+    orders.publish_many([durables.Message(b"x") for _ in range(3)])
+    live = client.session("phone", timeout=60)
+    with console(server_url, namespace, "--admin") as running:
+        p.goto(running.base + "/channels/orders")
+        p.locator("tr[data-durable='billing'] button[data-action='delete-durable']").click()
+        p.locator("#flash", has_text="deleted durable 'billing' of 'orders'").wait_for()
+        assert (
+            "Delete durable 'billing' of channel 'orders': its position, 3 undelivered "
+            in (dialogs.seen[-1][1])
+        )
+        assert orders.durable_names() == ["audit"]
+        expect(p.locator("tr[data-durable]")).to_have_count(1)  # reloaded
+        p.locator("p.actions button[data-action='delete-channel']").click()
+        p.locator("#flash", has_text="deleted channel 'orders'").wait_for()
+        assert "its 3 events, its durables (audit)" in dialogs.seen[-1][1]
+        assert client.channel_names() == []
+        p.goto(running.base + "/sessions")
+        expect(p.locator("tr[data-session='phone'] [data-field='state']")).to_have_text("live")
+        assert p.locator("tr[data-session='phone'] button").count() == 0  # its client's to close
+        token = p.locator("meta[name='csrf']").get_attribute("content") or ""
+        status, body = running.post("/actions/close-session", {"session": "phone"},
+                                    {"x-durables-csrf": token})  # fmt: skip
+        assert status == 400 and "is live" in body
+    assert [s.id for s in client.sessions()] == ["phone"]
+    live.close()

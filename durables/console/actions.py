@@ -90,6 +90,8 @@ async def _session_impact(client: aio.AsyncClient, session_id: str) -> str:
     s = next((s for s in figures.sessions if s.record.id == session_id), None)
     if s is None:
         raise ConfigError(f"session {session_id!r} does not exist")
+    if s.live:
+        raise ConfigError(f"session {session_id!r} is live: its client closes it")
     interests = ", ".join(s.record.interests) or "none"
     return (f"Close session {session_id!r}: its queue of {_plural(s.queue_depth, 'event')} "
             f"and its interests ({interests}) are discarded; a client that resumes it gets a "
@@ -99,6 +101,7 @@ async def _session_impact(client: aio.AsyncClient, session_id: str) -> str:
 async def perform(client: aio.AsyncClient, t: Target) -> str:
     """Do it; a sentence saying what was done."""
     if t.action == "close-session":
+        await _session_impact(client, t.session)  # refuses a live one
         closed = await client.discard_session(t.session, "an operator (the web console)")
         return f"closed session {t.session!r}" if closed else f"no session {t.session!r}"
     channel = await client.get_channel(t.channel)

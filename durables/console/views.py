@@ -178,8 +178,8 @@ def _session_row(s: SessionFigures, admin: bool) -> str:
              f'<span data-field="queue">{s.queue_depth}</span>', esc(limit),
              f'<span data-field="keepalive_left_s">{esc(left)}</span>',
              esc(", ".join(s.record.interests) or NONE)]  # fmt: skip
-    if admin:
-        cells.append(action("close-session", "Close", session=s.record.id))
+    if admin:  # only an away session: a live one is its client's to close
+        cells.append(action("close-session", "Close", session=s.record.id) if not s.live else "")
     tds = "".join(f"<td>{cell}</td>" for cell in cells)
     return f'<tr data-session="{esc(s.record.id)}">{tds}</tr>'
 
