@@ -28,7 +28,7 @@ from .server import EmbeddedServer
 from .session import Overflow, Session
 from .settings import Settings, checked_settings, load_settings
 from .transport import transport_for
-from .urls import parse_url, tls_options
+from .urls import parse_url, redact, tls_options
 
 HEARTBEAT_TIMEOUT_FRACTION = 0.25
 """The heartbeat's socket timeout as a part of the lease: a hung renewal gives up in time
@@ -62,7 +62,7 @@ class Client:
             probe=self.transport.connect(beat_timeout, quick),
         )
         try:
-            info = executor.run(server_ops.info(f"cannot reach {self.url}"), retry=False)
+            info = executor.run(server_ops.info(f"cannot reach {redact(self.url)}"), retry=False)
             self.server_version = server_ops.check_version(info)
             executor.load_scripts()
         except BaseException:

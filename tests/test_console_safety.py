@@ -23,6 +23,7 @@ from durables.urls import redact
 from .cli_support import Cli, describe, exits
 from .conftest import FAST
 from .console_support import console
+from .servers import free_port
 
 STOP_WITHIN_S = 5
 DASHBOARD = Path(__file__).resolve().parent.parent / "docs" / "grafana-dashboard.json"
@@ -134,6 +135,17 @@ def test_pages_allow_only_the_consoles_own_script(server_url: str, namespace: st
         assert re.findall(r"<script[^>]*>", page) == [
             '<script type="module" src="/static/console.js">'
         ]
+
+
+def test_a_password_is_not_shown_when_the_server_cannot_be_reached(namespace: str) -> None:
+    url = f"redis://app:s3cret-pw@127.0.0.1:{free_port()}/0"  # nothing listens there
+    with console(url, namespace) as running:
+        _, page = running.get("/")
+        _, state = running.get("/api/state")
+    assert json.loads(state)["up"] is False
+    assert "cannot reach redis://app:***@127.0.0.1:" in state
+    assert "server cannot be read" in page
+    assert "s3cret-pw" not in page + state
 
 
 @pytest.mark.parametrize(

@@ -19,7 +19,7 @@ from ..retention import tidy_channel
 from ..server import EmbeddedServer
 from ..session_core import Overflow
 from ..settings import Settings, checked_settings, load_settings
-from ..urls import parse_url, tls_options
+from ..urls import parse_url, redact, tls_options
 from .channel import AsyncChannel, get_channel, open_channel
 from .context import AsyncContext
 from .executor import AsyncExecutor
@@ -73,7 +73,7 @@ class AsyncClient:
         """Check the server and load the scripts (done by `connect()`)."""
         try:
             info = await self.ctx.executor.run(
-                server_ops.info(f"cannot reach {self.url}"),
+                server_ops.info(f"cannot reach {redact(self.url)}"),
                 retry=False,
             )
             self.server_version = server_ops.check_version(info)
