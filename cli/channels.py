@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, cast
 import click
 
 import durables
+from durables import ids
 
 from . import output, progress
 from .context import State, json_option, pass_state, yes_option
@@ -148,10 +149,16 @@ def purge(state: State, channel_name: str, up_to: str | None, yes: bool) -> None
 
     All of them, or those up to and including --up-to. Asks first unless --yes.
     """
+    if up_to is not None:
+        up_to = ids.normal(up_to)  # refused before anything is asked or removed
     target = state.client().get_channel(channel_name)
-    which = f"up to {up_to}" if up_to else f"all {target.info().length}"
+    which = (
+        f"the events up to and including id {up_to}"
+        if up_to
+        else (f"all {target.info().length} events")
+    )
     output.confirm(
-        f"Remove {which} events of channel {channel_name!r} for every durable?",
+        f"Remove {which} of channel {channel_name!r} for every durable?",
         yes,
         "nothing purged",
     )

@@ -34,6 +34,13 @@ class State:
                 self._client = durables.connect(self.url, **settings)
         return self._client
 
+    def live_client(self, **settings: object) -> durables.Client:
+        """`client()`, connected anew if the last one gave up (its state is "closed"): a
+        long-running command outlives an outage of any length."""
+        if self._client is not None and self._client.state == "closed":
+            self.close()
+        return self.client(**settings)
+
     def close(self) -> None:
         if self._client is not None:
             self._client.close()

@@ -52,17 +52,16 @@ def inspect(state: State, channel_name: str, durable_name: str, as_json: bool) -
 @click.option(
     "--kind",
     type=click.Choice(["exclusive", "shared", "serial"]),
-    default="exclusive",
-    show_default=True,
-    help="One consumer in order; many round robin; many in strict order.",
+    help="One consumer in order; many round robin; many in strict order. "
+    "[default: the existing durable's kind, else exclusive]",
 )
 @click.option("--filter", "selector", metavar="F", help="e.g. \"region = 'eu' AND qty > 5\".")
 @click.option(
     "--start",
-    default="earliest",
-    show_default=True,
     metavar="S",
-    help="earliest, latest, or the id of the first event to deliver.",
+    help="earliest, latest, or the id of the first event to deliver; applies when the "
+    "durable is created (an existing one keeps its position, with a warning). "
+    "[default: earliest]",
 )
 @json_option
 @pass_state
@@ -70,20 +69,22 @@ def create(
     state: State,
     channel_name: str,
     durable_name: str,
-    kind: str,
+    kind: str | None,
     selector: str | None,
-    start: str,
+    start: str | None,
     as_json: bool,
 ) -> None:
     """Create a durable.
 
     Creates CHANNEL too if needed. A durable of that name with the same kind and
-    filter is kept as it is; one with another kind or filter is a conflict.
+    filter (by meaning) is kept as it is; one with another kind or filter is a conflict.
     """
     durable = (
         state.client()
         .channel(channel_name)
-        .durable(durable_name, kind=cast(durables.Kind, kind), start=start, filter=selector)
+        .durable(
+            durable_name, kind=cast("durables.Kind | None", kind), start=start, filter=selector
+        )
     )
     info = durable.info()
     if as_json:

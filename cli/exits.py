@@ -30,12 +30,15 @@ ABORTED = 10
 """A destructive command was not confirmed; nothing was changed."""
 CANNOT_LISTEN = 11
 """`metrics --serve` or `console` could not listen on the address and port given."""
+AUTHENTICATION = 12
+"""The server refused the password: a wrong one, or none where one is needed."""
 
 # First match wins, so subclasses come before the classes they refine.
 _BY_ERROR: tuple[tuple[type[durables.DurablesError], int], ...] = (
     (durables.ChannelNotFound, NOT_FOUND),
     (durables.DurableNotFound, NOT_FOUND),
     (durables.DurableInUseError, IN_USE),
+    (durables.AuthenticationError, AUTHENTICATION),
     (durables.ConnectionLostError, UNREACHABLE),
     (durables.DurableExistsError, CONFLICT),
     (durables.ChannelFullError, FULL),

@@ -47,6 +47,7 @@ def _report(report: durables.HousekeepReport, as_json: bool, *, lines: bool) -> 
             "removed": report.removed,
             "total_removed": report.total_removed,
             "expired_sessions": report.expired_sessions,
+            "closed_sessions": report.closed_sessions,
         }
         output.print_json(record, lines=lines)
         return

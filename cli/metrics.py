@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import click
 from prometheus_client import start_http_server
 
@@ -36,15 +38,15 @@ def metrics(state: State, port: int | None, host: str) -> None:
     """
     if port is None and host != "127.0.0.1":
         raise click.UsageError("--host applies only with --serve")
-    client = state.client(reconnect_timeout_s=RECONNECT_TIMEOUT_S)
     if port is None:
-        click.echo(exposition(client), nl=False)
+        click.echo(exposition(state.client(reconnect_timeout_s=RECONNECT_TIMEOUT_S)), nl=False)
         return
-    serve(client, host, port)
+    serve(lambda: state.live_client(reconnect_timeout_s=RECONNECT_TIMEOUT_S), host, port)
 
 
-def serve(client: durables.Client, host: str, port: int) -> None:
-    """Serve `client`'s metrics on host:port until Ctrl-C or SIGTERM."""
+def serve(client: Callable[[], durables.Client], host: str, port: int) -> None:
+    """Serve the metrics of the client `client()` returns on host:port until Ctrl-C or
+    SIGTERM; while it cannot connect, each scrape says `durables_up 0`."""
     try:
         server, thread = start_http_server(port, addr=host, registry=registry(client))
     except OSError as exc:

@@ -11,6 +11,7 @@ from rich.live import Live
 from rich.text import Text
 
 import durables
+from durables.urls import shown
 
 from . import output
 from .context import State, json_option, pass_state
@@ -38,7 +39,7 @@ def snapshot(client: durables.Client) -> list[Snapshot]:
 
 
 def render(client: durables.Client, frames: list[Snapshot]) -> RenderableType:
-    title = f"{client.namespace} @ {client.url}  {datetime.now():%H:%M:%S}"
+    title = f"{client.namespace} @ {shown(client.url)}  {datetime.now():%H:%M:%S}"
     if not frames:
         return Text(f"{title}\nno channels")
     columns = ("channel", "length", "durable", "kind", "depth", "txn depth", "consumers")

@@ -9,6 +9,7 @@ from .consumer import Consumer
 from .durable import Durable, DurableInfo, Kind
 from .errors import (
     AccessDeniedError,
+    AuthenticationError,
     ChannelFullError,
     ChannelNotFound,
     ClientClosedError,
@@ -30,6 +31,7 @@ from .errors import (
     ServerVersionError,
     SessionExpiredError,
     SessionInUseError,
+    StalePublishError,
     UnconnectedError,
 )
 from .events import Event, Message
@@ -65,6 +67,7 @@ __all__ = [
     "SessionInfo",
     # errors
     "AccessDeniedError",
+    "AuthenticationError",
     "ChannelFullError",
     "ChannelNotFound",
     "ConfigError",
@@ -86,5 +89,6 @@ __all__ = [
     "ServerVersionError",
     "SessionExpiredError",
     "SessionInUseError",
+    "StalePublishError",
     "UnconnectedError",
 ]

@@ -10,7 +10,7 @@ from . import names
 from .durable import Durable, DurableCore, creating, load_durable, loading
 from .errors import ChannelNotFound, ConfigError, PayloadError
 from .events import Batch, Encoded, Message, Properties, ack_op, check_key, encode_event, tombstone
-from .ids import normal
+from .ids import LAST_ID, normal
 from .ops import channels as ops
 from .ops import sessions as session_ops
 from .ops.flows import Flow, run, send
@@ -80,6 +80,8 @@ class ChannelCore:
 
     def purging(self, up_to: str | None) -> Flow[int]:
         last = "+" if up_to is None else normal(up_to)
+        if last == LAST_ID:  # up to the last id there can be is everything (none after it)
+            last = "+"
         return trim_channel(self.ctx, self.keys, mode="purge", up_to=last)
 
     def deleting(self) -> Flow[bool]:
@@ -173,12 +175,15 @@ class Channel(ChannelCore):
     def durable(
         self,
         name: str,
-        kind: Kind = "exclusive",
-        start: str = "earliest",
+        kind: Kind | None = None,
+        start: str | None = None,
         filter: str | None = None,
         max_deliveries: int | None = None,
     ) -> Durable:
-        """Get or create a durable; `DurableExistsError` if it exists with another kind/filter."""
+        """Get or create a durable: with no kind, the one of that name whatever its kind, else
+        a new exclusive one; `start` ('earliest' when None) applies when it is created.
+        `DurableExistsError` if it exists with another kind (when given) or filter (compared
+        by meaning: `region='eu'` is `region = 'eu'`)."""
         found = self.executor.drive(creating(self.keys, name, kind, start, filter, max_deliveries))
         return Durable(self.ctx, self.keys, name, *found)
 

@@ -11,9 +11,12 @@ from collections.abc import Callable, Iterator
 from types import TracebackType
 from typing import Any
 
-from . import session_store
+from redis.exceptions import RedisError
+
+from . import cluster, session_store
 from .channel import Channel, channel_infos, channel_options, get_channel, open_channel
 from .cluster import Server
+from .contact import contact_error
 from .context import Context
 from .executor import Executor
 from .figures import Figures, read_figures
@@ -27,12 +30,27 @@ from .runtime import AckFlusher, Housekeeper, Runtime
 from .server import EmbeddedServer
 from .session import Overflow, Session
 from .settings import Settings, checked_settings, load_settings
-from .transport import transport_for
-from .urls import parse_url, redact, tls_options
+from .transport import Transport, transport_for
+from .urls import parse_url, tls_options
 
 HEARTBEAT_TIMEOUT_FRACTION = 0.25
 """The heartbeat's socket timeout as a part of the lease: a hung renewal gives up in time
 for the next beat (a third of the lease) to try again."""
+
+
+def first_contact(transport: Transport, connect_timeout_s: float) -> dict[str, object]:
+    """The server's INFO, asked on a connection whose every timeout (a TLS handshake's too)
+    is `connect_timeout_s`; what fails is said plainly (`contact.contact_error`)."""
+    server = transport.connect(connect_timeout_s, connect_timeout_s)
+    op = server_ops.info("")
+    try:  # sent by hand: an executor would log a lost connection at a wrong password
+        if isinstance(server, cluster.RedisCluster):
+            return op.parse(cluster.send(server, op.args))
+        return op.parse(server.execute_command(*op.args))  # type: ignore[no-untyped-call]
+    except RedisError as exc:
+        raise contact_error(exc, transport.url, connect_timeout_s) from exc
+    finally:
+        server.close()
 
 
 def connect(url: str | None = None, **settings: object) -> Client:
@@ -54,6 +72,8 @@ class Client:
         tls = tls_options(parse_url(self.url), settings.tls_ca_file, settings.tls_cert_file,
                           settings.tls_key_file)  # fmt: skip
         self.transport = transport_for(self.url, tls)
+        info = first_contact(self.transport, settings.connect_timeout_s)
+        self.server_version = server_ops.check_version(info)
         beat_timeout = max(0.05, settings.lease_timeout_s * HEARTBEAT_TIMEOUT_FRACTION)
         quick = min(beat_timeout, settings.connect_timeout_s)
         executor = Executor(
@@ -62,14 +82,12 @@ class Client:
             probe=self.transport.connect(beat_timeout, quick),
         )
         try:
-            info = executor.run(server_ops.info(f"cannot reach {redact(self.url)}"), retry=False)
-            self.server_version = server_ops.check_version(info)
             executor.load_scripts()
         except BaseException:
             executor.close()
             raise
         heartbeat = Heartbeat(
-            Executor(self.transport.connect(beat_timeout, quick)),
+            Executor(self.transport.connect(beat_timeout, quick), reports=False),
             int(settings.lease_timeout_s * 1000),
             on_failure=self._heartbeat_failed,
         )
@@ -147,6 +165,7 @@ class Client:
         overflow: Overflow = "close",
         recovery_buffer: int | None = None,
         auto_ack: bool = True,
+        replicated: int = 0,
     ) -> Session:
         """Create or resume the durable client session `session_id` (see `durables.session`).
 
@@ -158,7 +177,7 @@ class Client:
         return Session(
             self.ctx, session_id, timeout, max_depth=max_depth,
             disconnected_max_depth=disconnected_max_depth, overflow=overflow,
-            recovery_buffer=recovery_buffer, auto_ack=auto_ack,
+            recovery_buffer=recovery_buffer, auto_ack=auto_ack, replicated=replicated,
         )  # fmt: skip
 
     def sessions(self) -> list[SessionRecord]:

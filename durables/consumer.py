@@ -35,6 +35,9 @@ class Reader(FetchReader, Protocol):
     def discarded(self) -> int:
         """Exact duplicates not handed out again."""
 
+    lost_acks: int
+    """Acknowledgements refused for a lease that lapsed in an outage (`reading.ReaderLoop`)."""
+
     lock: threading.RLock
     """Guards the reader's state and the consumer's outstanding events: one lock per consumer."""
 
@@ -98,8 +101,16 @@ class Consumer(Fetching):
     @property
     def discarded(self) -> int:
         """Exact duplicates this consumer did not hand out again (after a failover or a
-        reconnection); bounded memory."""
+        reconnection, or a publish stored twice); bounded memory."""
         return self.reader.discarded
+
+    @property
+    def lost_acks(self) -> int:
+        """Acknowledgements (and rollbacks) the server refused because this consumer's lease
+        had lapsed during an outage: `ack()` and `commit()` return all the same (and log it
+        once); the consumer attaches again at its next fetch, and the events come again,
+        flagged `redelivered`, unless its acknowledgement went through after all."""
+        return self.reader.lost_acks
 
     @property
     def notices(self) -> list[str]:

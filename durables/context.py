@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
 from . import keys
+from .producers import Producer
 
 if TYPE_CHECKING:
     from .executor import Executor
@@ -60,6 +61,8 @@ class BaseContext:
     runtime: Owner
     clock: Callable[[], float] = field(default=time.monotonic)
     """Local monotonic seconds, for deadlines; the server's clock decides leases and expiry."""
+    producer: Producer = field(default_factory=Producer)
+    """This client as an idempotent producer: every publish carries its id and a sequence."""
 
     @property
     def namespace(self) -> str:

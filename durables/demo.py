@@ -12,6 +12,7 @@ import threading
 from rich.console import Console
 
 import durables
+from durables.urls import shown
 
 CHANNEL = "orders"
 JOBS = "jobs"
@@ -97,7 +98,7 @@ def run(url: str | None = None, namespace: str | None = None, events: int = 20) 
     """Run the demo; returns a process exit code."""
     out = Console(highlight=False)
     with durables.connect(url, namespace=namespace or "demo") as client:
-        out.print(f"[bold]durables demo[/] on {client.url} ({client.server_version})")
+        out.print(f"[bold]durables demo[/] on {shown(client.url)} ({client.server_version})")
         client.channel(CHANNEL).delete()
         channel = client.channel(CHANNEL)
         billing = channel.durable("billing", kind="exclusive")

@@ -7,6 +7,7 @@ Each durable is one consumer group on the channel's stream plus a stored spec
 from __future__ import annotations
 
 import json
+import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
     from .ops.base import Op
 
 POOL = ops.POOL
+log = logging.getLogger(__name__)
 SCAN_CHUNK = ops.SCAN_CHUNK
 
 
@@ -46,16 +48,34 @@ def _group_start(start: str) -> tuple[str, str, str]:
 def creating(
     k: ChannelKeys,
     name: str,
-    kind: str,
-    start: str,
+    kind: str | None,
+    start: str | None,
     filter: str | None,
     max_deliveries: int | None,
 ) -> Flow[tuple[DurableSpec, Selector | None]]:
-    """Create the durable, or find the one stored (its spec wins, and must agree on kind
-    and filter); its spec and selector."""
-    spec, selector, create = new_spec(k, name, kind, start, filter, max_deliveries)
+    """Create the durable, or find the one stored (its spec wins, and must agree on the
+    kind, when one is given, and on the filter's meaning); its spec and selector.
+
+    No kind: the durable of that name whatever its kind, else a new exclusive one. No
+    start: from the earliest event when created. A start given for a durable that exists
+    with another one cannot move it (it has its own position): a warning says so.
+    """
+    spec, selector, create = new_spec(
+        k,
+        name,
+        "exclusive" if kind is None else kind,
+        "earliest" if start is None else start,
+        filter,
+        max_deliveries,
+    )
     stored = yield from run(create)
-    check_stored(k, name, stored, spec)
+    check_stored(k, name, stored, spec, kind_given=kind is not None)
+    if start is not None and stored.start != spec.start:
+        log.warning(
+            "durable %r on %r exists with start=%r: start=%r applies only when a durable is "
+            "created, so it keeps its position (delete it and create it again to move it)",
+            name, k.channel, stored.start, spec.start,
+        )  # fmt: skip
     return stored, selector
 
 
@@ -101,13 +121,29 @@ def new_spec(
     return spec, selector, ops.create(k, name, spec, group_start, must_exist)
 
 
-def check_stored(k: ChannelKeys, name: str, stored: DurableSpec, spec: DurableSpec) -> None:
-    """`DurableExistsError` unless the stored durable has the kind and filter asked for."""
-    if (stored.kind, stored.filter) != (spec.kind, spec.filter):
+def check_stored(
+    k: ChannelKeys, name: str, stored: DurableSpec, spec: DurableSpec, *, kind_given: bool = True
+) -> None:
+    """`DurableExistsError` unless the stored durable has the kind (if `kind_given`) and the
+    filter asked for; filters compare by their parsed form (`region='eu'` is
+    `region = 'eu'`)."""
+    same_kind = stored.kind == spec.kind or not kind_given
+    if not same_kind or _parsed(stored) != _parsed(spec):
         raise DurableExistsError(
             f"durable {name!r} on {k.channel!r} exists as kind={stored.kind!r} "
-            f"filter={stored.filter!r}; asked for kind={spec.kind!r} filter={spec.filter!r}"
+            f"filter={stored.filter!r}; asked for "
+            f"{f'kind={spec.kind!r} ' if kind_given else ''}filter={spec.filter!r}"
         )
+
+
+def _parsed(spec: DurableSpec) -> str | None:
+    """The filter's syntax tree as JSON (compiled from its text for a spec stored without
+    one), the form two filters of one meaning share."""
+    tree = spec.ast
+    if tree is None and spec.filter is not None:
+        selector = compile_filter(spec.filter)
+        tree = selector.to_json() if selector else None
+    return None if tree is None else json.dumps(tree)
 
 
 def load_durable(ctx: Context, k: ChannelKeys, name: str) -> Durable:
@@ -194,11 +230,22 @@ class DurableCore:
         return run(ops.delete(self.keys, self.name))
 
     def _plan(
-        self, name: str | None, window: int | None, auto_ack: bool | None, filter: str | None
+        self,
+        name: str | None,
+        window: int | None,
+        auto_ack: bool | None,
+        filter: str | None,
+        replicated: int = 0,
     ) -> ReaderPlan:
         """What a consumer of this durable gets: its name, auto-ack (seed 004: a window
         means explicit acknowledgement), its selectors (exclusive) or window (shared)."""
         check_window(self.kind, self.name, window)
+        if (
+            not isinstance(replicated, int)
+            or isinstance(replicated, bool)
+            or not (0 <= replicated <= MAX_REPLICAS)
+        ):
+            raise ConfigError(f"replicated must be an int in 0..{MAX_REPLICAS}, got {replicated!r}")
         own = compile_filter(filter)
         return ReaderPlan(
             names.consumer_name(name) if name is not None else "consumer",
@@ -206,6 +253,7 @@ class DurableCore:
             [s for s in (self.selector, own) if s is not None],
             window or self.ctx.settings.client_queue_window,
             own,
+            replicated,
         )
 
 
@@ -218,6 +266,11 @@ class ReaderPlan:
     window: int
     own: Selector | None
     """A shared reader's own filter (seed 004)."""
+    replicated: int = 0
+    """Events are handed out once this many replicas hold them (`ReaderLoop.replicated`)."""
+
+
+MAX_REPLICAS = 16
 
 
 class Durable(DurableCore):
@@ -263,15 +316,18 @@ class Durable(DurableCore):
         auto_ack: bool | None = None,
         filter: str | None = None,
         on_notice: Callable[[str], object] | None = None,
+        replicated: int = 0,
     ) -> Consumer:
         """A synchronous consumer, attached until closed (use it as a context manager).
 
         `filter` is the consumer's own selector; on a shared or serial durable the latest
         consumer's filter also decides what the durable keeps (seed 004), and consumers
-        attached earlier get a notice (`on_notice`, `Consumer.notices`).
+        attached earlier get a notice (`on_notice`, `Consumer.notices`). `replicated=N`:
+        only events that N replicas hold are handed out, so a failover cannot take back
+        what was delivered (a `WAIT` in each read's round trip).
         """
         check_prefetch(self.kind, self.name, prefetch)
-        return self._attach(name, prefetch, auto_ack, filter, on_notice)
+        return self._attach(name, prefetch, auto_ack, filter, on_notice, replicated)
 
     def _attach(
         self,
@@ -280,8 +336,9 @@ class Durable(DurableCore):
         auto_ack: bool | None,
         filter: str | None = None,
         on_notice: Callable[[str], object] | None = None,
+        replicated: int = 0,
     ) -> Consumer:
-        plan = self._plan(name, window, auto_ack, filter)
+        plan = self._plan(name, window, auto_ack, filter, replicated)
         ctx = self.ctx
         reader: Reader
         if self.kind == "exclusive":
@@ -289,6 +346,7 @@ class Durable(DurableCore):
         else:
             reader = SharedReader(ctx, self.keys, self.name, self.kind, plan.name,
                                   plan.window, plan.own, on_notice)  # fmt: skip
+        reader.replicated = plan.replicated
         return Consumer(reader, auto_ack=plan.auto_ack, label=repr(self),
                         block_s=ctx.settings.block_s, acks=ctx.runtime.acks)  # fmt: skip
 
@@ -301,11 +359,13 @@ class Durable(DurableCore):
         name: str | None = None,
         filter: str | None = None,
         on_notice: Callable[[str], object] | None = None,
+        replicated: int = 0,
     ) -> Subscription:
-        """Deliver events to `listener(event)` on a background thread until `close()`."""
+        """Deliver events to `listener(event)` on a background thread until `close()`
+        (`replicated` as for `consumer`)."""
         window = subscription_window(self.kind, self.name, window,
                                      self.ctx.settings.client_queue_window)  # fmt: skip
-        consumer = self._attach(name, window, auto_ack, filter, on_notice)
+        consumer = self._attach(name, window, auto_ack, filter, on_notice, replicated)
         return Subscription(consumer, listener, self.ctx.runtime)
 
 

@@ -31,6 +31,11 @@ class ConnectionLostError(DurablesError, ConnectionError):
     """The server cannot be reached, or the connection dropped mid-operation."""
 
 
+class AuthenticationError(DurablesError):
+    """The server refused the password in the URL, or needs one and none was given (the
+    server was reached: this is not `ConnectionLostError`)."""
+
+
 class ServerError(DurablesError):
     """The embedded server could not be started, found or stopped."""
 
@@ -111,3 +116,9 @@ class ReplicationError(DurablesError):
         super().__init__(message)
         self.confirmed = confirmed
         self.event_ids = event_ids
+
+
+class StalePublishError(DurablesError):
+    """A copy of a publish reached the server after a later publish of its producer had
+    been stored: nothing was stored for it. Only a copy whose caller had already moved on
+    gets this (its reply goes to a connection given up), so an application never should."""

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import orjson
 
 from .errors import ConfigError, PayloadError
-from .keys import F_ACK, F_DATA, F_KEY, F_OP, F_PROPS, OP_ACK, OP_DESTROY
+from .keys import F_ACK, F_DATA, F_KEY, F_MESSAGE_ID, F_OP, F_PROPS, OP_ACK, OP_DESTROY
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
@@ -58,6 +58,7 @@ class Event:
     """A tombstone: on a keyed channel, the key's value was destroyed."""
     ack_timeout_ms: int | None = None
     """An ack-required event: each interested session must acknowledge it this soon."""
+    raw_message_id: bytes | None = field(default=None, repr=False)
     _properties: dict[str, PropertyValue] | None = field(default=None, repr=False)
 
     @property
@@ -67,6 +68,14 @@ class Event:
             raw = self.raw_properties
             self._properties = _loads(raw) if raw else _EMPTY
         return self._properties
+
+    @property
+    def message_id(self) -> str | None:
+        """The producer's id of this event: the `message_id` given to `publish`, else the
+        publishing client's producer id and sequence (`<producer>:<sequence>`). Two events
+        with the same message id are one publish stored twice (say, across a failover)."""
+        raw = self.raw_message_id
+        return None if raw is None else raw.decode()
 
     @property
     def ack_required(self) -> bool:
@@ -275,15 +284,15 @@ def encode_event(
     """The ARGV values `publish.lua` takes for one ordinary (or ack-required) event, checked."""
     payload = encode_data(data)
     props = encode_properties(properties)
-    if len(payload) + len(props) > max_bytes:
+    encoded_key = b"" if key is None else check_key(key).encode("utf-8")
+    size = len(payload) + len(props) + len(encoded_key)  # all of it is stored
+    if size > max_bytes:
         raise PayloadError(
-            f"event is {len(payload) + len(props)} bytes with its properties; "
+            f"event is {size} bytes with its key and properties; "
             f"the limit is {max_bytes} (setting max_payload_bytes)"
         )
     mid = check_message_id(message_id) if message_id is not None else b""
-    if key is None:
-        return payload, b"", props, op, mid
-    return payload, check_key(key).encode("utf-8"), props, op, mid
+    return payload, encoded_key, props, op, mid
 
 
 def check_key(key: object) -> str:
@@ -310,14 +319,18 @@ def event_from_entry(
     count = counts.get(event_id, 0) if counts else 0
     if type(fields) is not dict:  # as sent: [field, value, ...]
         size = len(fields)
-        if size == 2 and fields[0] == F_DATA:
-            return Event(event_id, channel, fields[1], None, None, count)
-        if size == 4 and fields[0] == F_DATA and fields[2] == F_PROPS:  # as publish.lua writes
-            return Event(event_id, channel, fields[1], None, fields[3], count)
+        if fields[0] == F_DATA:  # as publish.lua writes: d, m and perhaps p
+            if size == 4 and fields[2] == F_MESSAGE_ID:
+                return Event(event_id, channel, fields[1], None, None, count,
+                             raw_message_id=fields[3])  # fmt: skip
+            if size == 6 and fields[2] == F_MESSAGE_ID and fields[4] == F_PROPS:
+                return Event(event_id, channel, fields[1], None, fields[5], count,
+                             raw_message_id=fields[3])  # fmt: skip
         pairs = iter(fields)
         fields = dict(zip(pairs, pairs, strict=True))
     key, op, ack = fields.get(F_KEY), fields.get(F_OP), fields.get(F_ACK)
-    event = Event(event_id, channel, fields.get(F_DATA, b""), None, fields.get(F_PROPS), count)
+    event = Event(event_id, channel, fields.get(F_DATA, b""), None, fields.get(F_PROPS), count,
+                  raw_message_id=fields.get(F_MESSAGE_ID))  # fmt: skip
     if key is not None:
         event.key = key.decode()
     if op is not None:
@@ -325,3 +338,36 @@ def event_from_entry(
     if ack is not None:
         event.ack_timeout_ms = int(ack)
     return event
+
+
+RECENT_MESSAGES = 4096
+"""A reader remembers at least this many message ids handed out (at most twice as many)."""
+
+
+class SeenMessages:
+    """The message ids a reader handed out lately, to discard an event stored twice.
+
+    A publish stored twice (a failover lost the first copy's record of its producer, a
+    producer retried with its own `message_id`) is two entries with one message id: the
+    second is discarded, counted and acknowledged. An event delivered again (same entry,
+    same id) is not a duplicate: it comes flagged `redelivered`. Two generations of dicts,
+    the older dropped whole when the newer is full: one look-up per event."""
+
+    __slots__ = ("_before", "_now")
+
+    def __init__(self) -> None:
+        self._now: dict[bytes, str] = {}
+        self._before: dict[bytes, str] = {}
+
+    def duplicate(self, event: Event) -> bool:
+        """Another entry with this event's message id was handed out lately; else remembers it."""
+        mid = event.raw_message_id
+        if mid is None:  # stored without one (by an older version, or a Spark sink)
+            return False
+        first = self._now.get(mid) or self._before.get(mid)
+        if first is None:
+            self._now[mid] = event.id
+            if len(self._now) >= RECENT_MESSAGES:
+                self._before, self._now = self._now, {}
+            return False
+        return first != event.id

@@ -43,25 +43,21 @@ class ExclusiveReader(ExclusiveLoop):
     def ack(self, event: Event, outstanding: list[Event], *, defer: bool = False) -> list[Event]:
         with self.lock:
             op, left = self.state.ack(event, outstanding, defer=defer)
-            if op is not None:
-                self.executor.run(op)
         if op is not None:
-            self._touched()
+            self.executor.drive(self.sending([op]))
         return left
 
     def flush_acks(self) -> None:
         with self.lock:
             op = self.state.flush()
-            if op is not None:
-                self.executor.run(op)
         if op is not None:
-            self._touched()
+            self.executor.drive(self.sending([op]))
 
     def rollback(self, events: Sequence[Event], delay_s: float = 0.0) -> None:
         with self.lock:
             op = self.state.rollback(events)
-            if op is not None:
-                self.executor.run(op)
+        if op is not None:
+            self.executor.drive(self.sending([op]))
 
     def release(self, unhanded: Sequence[Event]) -> None:
         self.executor.drive(self.releasing(unhanded))

@@ -71,16 +71,22 @@ class Executor:
 
     `probe` is a client with a short socket timeout, used to find out whether the server
     answers again (a black-holed connection would otherwise hold a probe for the whole
-    socket timeout); without one the pool itself is probed.
+    socket timeout); without one the pool itself is probed. `reports`: whether changes of
+    state are logged (not for a helper's executor, the heartbeat's: the client's reports).
     """
 
     def __init__(
-        self, redis: Server, *, reconnect_timeout_s: float = 0.0, probe: Server | None = None
+        self,
+        redis: Server,
+        *,
+        reconnect_timeout_s: float = 0.0,
+        probe: Server | None = None,
+        reports: bool = True,
     ) -> None:
         self.redis = redis
         self._probe = probe or redis
         self._direct = None if isinstance(redis, cluster.RedisCluster) else Connections(redis)
-        self.link = Link(reconnect_timeout_s, threading.Lock())
+        self.link = Link(reconnect_timeout_s, threading.Lock(), reports=reports)
 
     # -- state ----------------------------------------------------------------------------
 

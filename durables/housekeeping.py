@@ -17,7 +17,7 @@ from .ops import channels as channel_ops
 from .ops.flows import Flow, run
 from .records import HousekeepReport
 from .retention import nack_expired, reap_channel, trim_channel
-from .session_store import reap_expired
+from .session_store import reap
 
 if TYPE_CHECKING:
     from .context import BaseContext
@@ -27,7 +27,8 @@ log = logging.getLogger(__name__)
 
 def housekeep(ctx: BaseContext) -> Flow[HousekeepReport]:
     """One round over every channel of the namespace."""
-    report = HousekeepReport(expired_sessions=(yield from reap_expired(ctx)))
+    expired, closed = yield from reap(ctx)
+    report = HousekeepReport(expired_sessions=expired, closed_sessions=closed)
     for channel in (yield from run(channel_ops.names(ctx.namespace))):
         k = ctx.keys(channel)
         try:

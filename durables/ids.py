@@ -7,6 +7,8 @@ import re
 from .errors import InvalidStartError
 
 MAX_SEQ = 2**64 - 1
+LAST_ID = f"{MAX_SEQ}-{MAX_SEQ}"
+"""The largest id a stream can hold: no id comes after it."""
 _ID = re.compile(r"(\d{1,20})(?:-(\d{1,20}))?")
 
 

@@ -40,12 +40,17 @@ in one slot and every Lua script runs unchanged on Redis Cluster:
                                       after that, the dispatcher settles)
     <ns>:{<ch>}:dead:<durable>        stream: dead letters (events past max_deliveries)
     <ns>:{<ch>}:nacks                 stream: ack-required events a session did not acknowledge
+    <ns>:{<ch>}:unsent                zset: '<session id> <event id>' of ack-required events whose
+                                      timeout passed before the session read them (nacked by
+                                      housekeeping: the session skips them without a second nack)
     <ns>:{<ch>}:strips                zset: session id -> publish count at which to check its queue
     <ns>:{<ch>}:slimits               hash: session id -> its queue limits on this channel, and
                                       its group's position as the last look left it
     <ns>:{<ch>}:overflowed            hash: 'closed:<id>' / 'dropped:<id>' -> what overflow did
     <ns>:{<ch>}:mids                  hash: producer message id -> the event id it got
     <ns>:{<ch>}:midtimes              zset: producer message id -> when (server ms), for expiry
+    <ns>:{<ch>}:producers             hash: producer id -> '<sequence> <first event id>' of its
+                                      last publish here (a retry of it is not stored again)
     <ns>:{<ch>}:sinks                 hash: Spark sink id -> last batch id committed to the channel
     <ns>:{<ch>}:stage:<token>         list: events a Spark task staged for the channel, until
                                       the driver commits its batch (expires if it never does)
@@ -66,6 +71,9 @@ F_KEY = b"k"
 F_PROPS = b"p"
 F_OP = b"o"
 F_ACK = b"a"
+F_MESSAGE_ID = b"m"
+"""The producer's message id: the one given to `publish`, or the client's producer id and
+sequence (`<producer>:<sequence>`)."""
 """An ack-required event: the milliseconds each interested session has to acknowledge it."""
 OP_DESTROY = b"destroy"
 OP_ACK = b"ack:"
@@ -138,6 +146,10 @@ class ChannelKeys:
         return f"{self.prefix}:nacks"
 
     @property
+    def unsent_nacks(self) -> str:
+        return f"{self.prefix}:unsent"
+
+    @property
     def session_trips(self) -> str:
         return f"{self.prefix}:strips"
 
@@ -156,6 +168,10 @@ class ChannelKeys:
     @property
     def message_times(self) -> str:
         return f"{self.prefix}:midtimes"
+
+    @property
+    def producers(self) -> str:
+        return f"{self.prefix}:producers"
 
     def lease(self, durable: str) -> str:
         return f"{self.prefix}:lease:{durable}"
@@ -216,9 +232,9 @@ class ChannelKeys:
     def channel_level(self) -> list[str]:
         """Every key of the channel beside its stream, meta and durables hash (which
         `delete_channel.lua` takes first): all go when the channel is deleted."""
-        return [self.last_values, self.last_ids, self.nacks, self.session_trips,
+        return [self.last_values, self.last_ids, self.nacks, self.unsent_nacks, self.session_trips,
                 self.session_limits, self.overflowed, self.message_ids, self.message_times,
-                self.sinks]  # fmt: skip
+                self.producers, self.sinks]  # fmt: skip
 
     def per_durable(self, durable: str) -> list[str]:
         """Every key that belongs to one durable, beside its consumer group."""

@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .errors import DurablesError
+from .errors import AccessDeniedError, DurablesError
 from .ops.base import Op, command
 from .ops.flows import Flow, call, send
 
@@ -33,11 +34,16 @@ PING: Op[object] = command("PING", context="heartbeat")
 @dataclass(frozen=True)
 class Lease:
     """One lease to keep alive: the holder's token, the renewal (an operation whose reply
-    is false once the lease is gone), what to do when it is lost."""
+    is false once the lease is gone), what to do when it is lost, and when the server
+    refuses the renewal (as an ACL narrowed under it: by default, as lost)."""
 
     token: str
     renew: Op[bool]
     on_lost: Callable[[], None]
+    on_refused: Callable[[AccessDeniedError], None] | None = None
+    on_held: Callable[[float], None] | None = None
+    """Told, after each renewal, when (local monotonic seconds) the renewal was sent: the
+    lease is the holder's at least until then plus the lease time."""
 
 
 class LeaseHolder:
@@ -85,8 +91,12 @@ class Beats:
         with self._lock:
             leases = list(self._leases.values())
         ops: list[Op[Any]] = [lease.renew for lease in leases] or [PING]
+        sent = time.monotonic()
         try:
-            held = yield from send(ops, retry=False)
+            try:
+                held = yield from send(ops, retry=False)
+            except AccessDeniedError:  # the server answers, and refused a renewal: which?
+                held = yield from self._one_by_one(leases)
         except DurablesError as exc:  # the server is away: the next beat tries again
             log.log(logging.DEBUG if self._failing else logging.WARNING,
                     "heartbeat failed (%d lease(s)): %s", len(leases), exc)  # fmt: skip
@@ -99,6 +109,26 @@ class Beats:
             if not still:
                 self.remove(lease.token)
                 lease.on_lost()
+            elif lease.on_held is not None:
+                lease.on_held(sent)
+
+    def _one_by_one(self, leases: list[Lease]) -> Flow[list[bool]]:
+        """Renew each lease alone: the holders of those the server refuses (as an ACL
+        narrowed under them) are told so, and they are dropped; the reply of each other.
+        Not an outage: the application's connections stay."""
+        held: list[bool] = []
+        for lease in leases:
+            try:
+                held.append((yield from send([lease.renew], retry=False))[0])
+            except AccessDeniedError as exc:
+                log.warning("heartbeat: the server refused a renewal: %s", exc)
+                self.remove(lease.token)
+                if lease.on_refused is not None:
+                    lease.on_refused(exc)
+                    held.append(True)  # told: not lost as well
+                else:
+                    held.append(False)
+        return held
 
 
 class Heartbeat(Beats):

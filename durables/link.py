@@ -30,9 +30,17 @@ class Link:
     """One executor's connection state (see the module's docstring)."""
 
     def __init__(
-        self, reconnect_timeout_s: float, lock: AbstractContextManager[Any] | None = None
+        self,
+        reconnect_timeout_s: float,
+        lock: AbstractContextManager[Any] | None = None,
+        *,
+        reports: bool = True,
     ) -> None:
         self.reconnect_timeout_s = reconnect_timeout_s
+        self.reports = reports
+        """Whether its changes are logged: the client's own connection reports the server's
+        state; a helper's (the heartbeat's) would only say the same again, or report its
+        own closing as the server's."""
         self.epoch = 0
         self._lock = lock if lock is not None else nullcontext()
         self._state: State = "connected"
@@ -58,8 +66,11 @@ class Link:
         old, self._state = self._state, new
         if old == new:
             return
+        if not self.reports:
+            quiet = True
         level = logging.DEBUG if quiet else logging.INFO if new == "connected" else logging.WARNING
-        log.log(level, "server connection: %s -> %s", old, new)
+        log.log(level, "%s: %s -> %s", "server connection" if self.reports else "helper connection",
+                old, new)  # fmt: skip
         for listener in list(self._listeners):
             try:
                 listener(old, new)

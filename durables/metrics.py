@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -229,19 +229,21 @@ def _durable_values(d: DurableSample) -> tuple[float, ...]:
 
 
 class DurablesCollector(Collector):
-    """Reads the namespace of `client` at every scrape; `durables_up` is 0 when it cannot.
+    """Reads the namespace of `client` at every scrape; `durables_up` is 0 when it cannot
+    (nor can get a client, when given a function that returns one).
 
     Scrapes are taken one at a time (an HTTP server may call from several threads).
     """
 
-    def __init__(self, client: Client) -> None:
+    def __init__(self, client: Client | Callable[[], Client]) -> None:
         self.client = client
         self._lock = threading.Lock()
 
     def collect(self) -> Iterable[Metric]:
         with self._lock:
             try:
-                snap: Snapshot | None = snapshot(self.client)
+                client = self.client() if callable(self.client) else self.client
+                snap: Snapshot | None = snapshot(client)
             except (DurablesError, RedisError) as exc:
                 log.warning("durables metrics: cannot read the server: %s", exc)
                 snap = None
@@ -252,12 +254,12 @@ class DurablesCollector(Collector):
         return families(Snapshot({}, [], []))
 
 
-def collector(client: Client) -> DurablesCollector:
+def collector(client: Client | Callable[[], Client]) -> DurablesCollector:
     """A collector for an application's own registry: `REGISTRY.register(collector(c))`."""
     return DurablesCollector(client)
 
 
-def registry(client: Client) -> CollectorRegistry:
+def registry(client: Client | Callable[[], Client]) -> CollectorRegistry:
     """A registry of its own holding only the durables collector."""
     reg = CollectorRegistry(auto_describe=False)
     reg.register(collector(client))

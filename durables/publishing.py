@@ -38,15 +38,23 @@ def publish_encoded(
     the batch tried again; `ChannelFullError` if still full. With `replicas` (default:
     the setting), `WAIT` for that many replicas in the same round trip, and
     `ReplicationError` if fewer confirmed: never a success that was not had.
+    Idempotent: the call carries a lane of the client's producer (`producers`) for its
+    whole flow, so every copy the executor sends after a lost reply is stored once.
     """
     settings = ctx.settings
     wanted = settings.replicas if replicas is None else replicas
-    op = channel_ops.publish(k, batch, int(settings.dedupe_window_s * 1000))
+    lane = ctx.producer.take()
     try:
-        return (yield from _publish(ctx, op, wanted, replica_timeout_s, retry))
-    except ChannelFullError:
-        yield from trim_channel(ctx, k)
-        return (yield from _publish(ctx, op, wanted, replica_timeout_s, retry))
+        op = channel_ops.publish(
+            k, batch, int(settings.dedupe_window_s * 1000), lane.id, lane.claim(len(batch))
+        )
+        try:
+            return (yield from _publish(ctx, op, wanted, replica_timeout_s, retry))
+        except ChannelFullError:
+            yield from trim_channel(ctx, k)
+            return (yield from _publish(ctx, op, wanted, replica_timeout_s, retry))
+    finally:
+        ctx.producer.give(lane)
 
 
 def _publish(

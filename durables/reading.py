@@ -22,10 +22,12 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, suppress
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 from .errors import ConnectionLostError, DurableInUseError, LeaseLostError
 from .leases import Lease, LeaseHolder
+from .ops.channels import wait_replicas
 from .ops.exclusive import ExclusiveCursor
 from .ops.flows import Flow, recover, run, send
 from .ops.shared import SharedHandout
@@ -34,6 +36,7 @@ if TYPE_CHECKING:
     from .context import BaseContext
     from .events import Event
     from .keys import ChannelKeys
+    from .ops.base import Op
     from .selector import Selector
 
 log = logging.getLogger(__name__)
@@ -45,6 +48,17 @@ class ReaderLoop(LeaseHolder, ABC):
     stops_on_error = False
     state: ExclusiveCursor | SharedHandout
     """The kind's state machine: what to send next and what a reply means."""
+    replicated = 0
+    """Hand out only events that this many replicas hold (`replicated=N`): a `WAIT` goes in
+    the read's round trip, on its connection (the read changed the pending list, so the
+    `WAIT` covers every entry it returned), and a failover cannot take back what was
+    delivered. Events not confirmed in time are held back and confirmed first next time."""
+    _unconfirmed: Sequence[Event] = ()
+    lost_acks = 0
+    """Acknowledgements and rollbacks the server refused because this consumer's lease had
+    lapsed meanwhile (an outage longer than the lease): not the application's error. The
+    consumer attaches again at its next read; events it could not acknowledge come again,
+    flagged `redelivered`, to whoever holds them next."""
 
     def __init__(self, ctx: BaseContext, k: ChannelKeys, lock: AbstractContextManager[Any]) -> None:
         self.ctx: BaseContext = ctx
@@ -93,6 +107,63 @@ class ReaderLoop(LeaseHolder, ABC):
     def _touched(self) -> None:
         """Acknowledged events may be trimmed now."""
         self.ctx.touch(self.k.channel)
+
+    def _waiting(self, ops: list[Op[Any]], deadline: float) -> list[Op[Any]]:
+        """`ops`, and with `replicated` a `WAIT` for the replicas after them."""
+        if not self.replicated:
+            return ops
+        timeout = min(self.ctx.settings.replica_timeout_s, max(0.001, deadline - self.ctx.clock()))
+        return [*ops, wait_replicas(self.replicated, timeout)]
+
+    def _waited(self, replies: list[Any], events: list[Event]) -> list[Event]:
+        """The events read, if the replicas confirmed them (`_waiting`); else none now: they
+        are confirmed before anything else is read (`_confirming`)."""
+        if not self.replicated or not events or replies[-1] >= self.replicated:
+            return events
+        self._unconfirmed = events
+        return []
+
+    def _confirming(self, deadline: float) -> Flow[list[Event]]:
+        """Events held back until the replicas confirm them: a renewal of the lease (a
+        write, so the `WAIT` after it covers the earlier read too) and a `WAIT`; [] if not
+        confirmed yet."""
+        while True:
+            still, confirmed = yield from send(
+                self._waiting([self.state.renew()], deadline), retry=False
+            )
+            if not still:
+                self._withdraw(self._unconfirmed)
+                self._unconfirmed = ()
+                raise LeaseLostError(f"{self._context}: the lease lapsed before the replicas "
+                                     f"confirmed the events read")  # fmt: skip
+            if confirmed >= self.replicated:
+                events, self._unconfirmed = list(self._unconfirmed), ()
+                return events
+            if self.ctx.clock() >= deadline:
+                return []
+
+    def _withdraw(self, events: Sequence[Event]) -> None:
+        """Events read that will not be handed out (another consumer has them now)."""
+
+    def sending(self, ops: Sequence[Op[Any]], *, retry: bool = True) -> Flow[int]:
+        """Send acknowledgements or rollbacks the state machine made (outside its lock);
+        1 if the server refused them for a lapsed lease (counted in `lost_acks`, one log
+        line: the application's loop goes on), else 0."""
+        if not ops:
+            return 0
+        try:
+            yield from send(ops, retry=retry)
+        except LeaseLostError as exc:
+            self._lost = True  # the next read attaches again
+            self.lost_acks += 1
+            self._acks_refused()
+            log.warning("%s: %s; what it held comes again, flagged", self._context, exc)
+            return 1
+        self._touched()
+        return 0
+
+    def _acks_refused(self) -> None:
+        """What the state machine makes of acknowledgements refused for a lapsed lease."""
 
 
 class FetchReader(Protocol):
@@ -175,47 +246,59 @@ class ExclusiveLoop(ReaderLoop):
             selectors=selectors,
         )  # fmt: skip
         self._context = self.state.context
+        self._held_until = 0.0
+        """Until when (local monotonic seconds) the lease is surely this consumer's: the
+        send time of its last renewal or attach, plus the lease time."""
 
     def _lease(self) -> Lease:
-        return Lease(self.token, self.state.renew(), self._on_lost)
+        return Lease(self.token, self.state.renew(), self._on_lost, on_held=self._on_held)
+
+    def _on_held(self, sent: float) -> None:
+        self._held_until = max(self._held_until, sent + self.ctx.settings.lease_timeout_s)
 
     def attaching(self) -> Flow[None]:
         self._epoch = self.ctx.executor.epoch
+        sent = self.ctx.clock()
         counts = yield from run(self.state.attach())
         with self.lock:
             self.state.on_attach(counts)
+        self._on_held(sent)
         self.ctx.runtime.heartbeat.add(self._lease())
 
     def reattaching(self) -> Flow[None]:
         """After an outage or a lapsed lease: take the lease again if it is still free (or
         still ours), and go on where the server says this consumer stands."""
         epoch = self.ctx.executor.epoch
+        sent = self.ctx.clock()
         try:
             counts = yield from run(self.state.attach(), retry=False)
         except DurableInUseError as exc:
             raise LeaseLostError(f"{self._context}: this consumer lost its lease ({exc})") from exc
         with self.lock:
             self.state.on_reattach(counts)
+        self._on_held(sent)
         self._epoch, self._lost = epoch, False
         self.ctx.runtime.heartbeat.add(self._lease())
 
     def read_until(self, deadline: float) -> Flow[list[Event]]:
         clock = self.ctx.clock
         while True:
+            if self._unconfirmed:
+                return (yield from self._fenced((yield from self._confirming(deadline))))
             block = min(deadline - clock(), self.ctx.settings.block_s)
             with self.lock:
                 ops = self.state.read(block)
             try:
-                replies = yield from send(ops, retry=False)
+                replies = yield from send(self._waiting(ops, deadline), retry=False)
             except BaseException:
                 with self.lock:
                     self.state.read_failed()
                 raise
             with self.lock:
-                events, again = self.state.on_read(replies)
+                events, again = self.state.on_read(replies[: len(ops)])
             self._touched()
             if events:
-                return events
+                return (yield from self._fenced(self._waited(replies, events)))
             if again:
                 continue
             if replies[-1]:  # entries came, all skipped by the filter
@@ -223,17 +306,40 @@ class ExclusiveLoop(ReaderLoop):
             if deadline - clock() <= 0:
                 return []
 
+    def _fenced(self, events: list[Event]) -> Flow[list[Event]]:
+        """`events`, if the lease is surely still this consumer's; else, once the server
+        confirms it is. A holder paused past its lease (SIGSTOP, a VM stall) may find a read
+        answered before the pause: an heir has those events now, so they are withdrawn
+        (read again at the next attach, if it is still free) and `LeaseLostError` raised."""
+        clock = self.ctx.clock
+        if not events or (clock() < self._held_until and not self._lost):
+            return events
+        sent = clock()
+        if (yield from run(self.state.renew(), retry=False)):
+            self._on_held(sent)
+            return events
+        self._withdraw(events)
+        raise LeaseLostError(f"{self._context}: the lease lapsed while this consumer read")
+
+    def _withdraw(self, events: Sequence[Event]) -> None:
+        with self.lock:
+            self.state.withdraw(events)
+
     def committing(
         self, events: Sequence[Event], *, defer: bool = False, retry: bool = True
     ) -> Flow[None]:
-        """Acknowledge up to the last of `events` (under the lock, so acknowledgements go
-        out in the order the cursor made them)."""
+        """Acknowledge up to the last of `events` (the lock is not held over the round trip:
+        a cumulative ack that arrives after a later one acknowledges nothing new)."""
         with self.lock:
             op = self.state.commit(events, defer=defer)
-            if op is not None:
-                yield from run(op, retry=retry)
         if op is not None:
-            self._touched()
+            yield from self.sending([op], retry=retry)
+
+    def _acks_refused(self) -> None:
+        """The refused cumulative ack goes with the first read after attaching again (still
+        free, the lease is this consumer's again; else its events are the next holder's)."""
+        with self.lock:
+            self.state.ack_refused()
 
     def releasing(self, unhanded: Sequence[Event]) -> Flow[None]:
         """Give up the lease; with the server away, it lapses by itself."""
@@ -282,17 +388,21 @@ class SharedLoop(ReaderLoop):
     def read_until(self, deadline: float) -> Flow[list[Event]]:
         clock = self.ctx.clock
         while True:
+            if self._unconfirmed:
+                return (yield from self._confirming(deadline))
             block = min(deadline - clock(), self.ctx.settings.block_s)
             with self.lock:
                 ops = self.state.fetch(block)
             try:
-                replies = yield from send(ops, retry=False)
+                replies = yield from send(self._waiting(ops, deadline), retry=False)
             except BaseException:
                 with self.lock:
                     self.state.fetch_failed()
                 raise
             with self.lock:
-                dealt = self.state.on_fetch(replies)
+                dealt = self.state.on_fetch(replies[: len(ops)])
+            if self.replicated:
+                dealt = replace(dealt, events=self._waited(replies, dealt.events))
             if dealt.notice is not None:
                 self._notice(dealt.notice)
             remaining = deadline - clock()
@@ -329,9 +439,7 @@ class SharedLoop(ReaderLoop):
         """Send the acknowledgements the handout holds."""
         with self.lock:
             ops = self.state.flush()
-        if ops:
-            yield from send(ops, retry=retry)
-            self._touched()
+        yield from self.sending(ops, retry=retry)
 
     def releasing(self, unhanded: Sequence[Event]) -> Flow[None]:
         """Leave the ring; with the server away, the lease lapses by itself and the

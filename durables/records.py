@@ -179,6 +179,8 @@ class HousekeepReport:
     channels: int = 0
     removed: dict[str, int] = field(default_factory=dict)
     expired_sessions: list[str] = field(default_factory=list)
+    closed_sessions: list[str] = field(default_factory=list)
+    """Sessions removed because an overflow closed them while they were away."""
     orphans: dict[str, int] = field(default_factory=dict)
     """Per channel: events handed back from consumers no durable knows (`orphan_ttl_s`)."""
 

@@ -23,6 +23,7 @@ from .errors import (
     DurablesError,
     InvalidStartError,
     LeaseLostError,
+    StalePublishError,
 )
 
 if TYPE_CHECKING:
@@ -41,6 +42,9 @@ _BY_PREFIX: dict[str, Translate] = {
     "FULL": lambda rest: ChannelFullError(f"the channel is at its capacity of {rest} events"),
     "NOSTART": lambda rest: InvalidStartError(f"start event {rest} does not exist in the channel"),
     "NOPERM": lambda rest: AccessDeniedError(f"NOPERM {rest}"),
+    # A publish's copy that landed after its retry had been stored and answered: no caller
+    # waits for it (its connection was given up), so this is seen only by a lost reply.
+    "STALE": lambda rest: StalePublishError(f"publish superseded: {rest}"),
     # A blocked read on a primary that Sentinel demoted: the connection must be made anew.
     "UNBLOCKED": lambda rest: ConnectionLostError(f"UNBLOCKED {rest}"),
 }

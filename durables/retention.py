@@ -8,16 +8,21 @@ Flows (`ops.flows`) both clients drive.
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING, Literal
 
 from .errors import ChannelNotFound, DurablesError
 from .ops import channels as channel_ops
 from .ops import housekeeping as ops
+from .ops import sessions as session_ops
 from .ops.flows import Flow, run, send
 
 if TYPE_CHECKING:
     from .context import BaseContext
     from .keys import ChannelKeys
+    from .records import Interest
+
+log = logging.getLogger(__name__)
 
 DELETE_TRIES = 5
 
@@ -34,8 +39,22 @@ def trim_channel(
 
 
 def nack_expired(ctx: BaseContext, k: ChannelKeys) -> Flow[int]:
-    """Nacks for ack-required events whose timeout passed unacknowledged; how many."""
-    return (yield from run(ops.nack_expired(k)))
+    """Nacks for ack-required events whose timeout passed unacknowledged, sent or not yet
+    (seed 002: "the non-acknowledgment is notified", also for a session that never comes
+    back); how many. An event not sent yet is nacked if it is of the session's interest."""
+    recorded, unsent = yield from run(ops.nack_expired(k, ctx.lease_ms))
+    interests: dict[str, Interest | None] = {}
+    for event in unsent:
+        if event.session_id not in interests:
+            record = yield from run(session_ops.load(ctx.namespace, event.session_id))
+            interests[event.session_id] = record.interests.get(k.channel) if record else None
+        interest = interests[event.session_id]
+        if interest is not None and session_ops.interest_matches(interest, event.key):
+            log.warning("session %r: event %s of %r expired before sent", event.session_id,
+                        event.event_id, k.channel)  # fmt: skip
+            yield from run(session_ops.nack(k, event.event_id, event.session_id, "unsent"))
+            recorded += 1
+    return recorded
 
 
 def tidy_channel(ctx: BaseContext, k: ChannelKeys) -> Flow[int]:

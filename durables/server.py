@@ -7,6 +7,8 @@ so later processes find it through the record under its home and reuse it.
 Layout under `home`:
 
     server.json   pid, port, url, fsync and binary of the running server
+    port          the port chosen at the first start and kept for every later one, so
+                  clients made with no URL find the server again after a stop or a crash
     server.lock   flock taken around every check-and-start and stop
     valkey.conf   the config the server was last started with (rewritten each start)
     server.log    the server's log, appended to across starts
@@ -18,13 +20,14 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import json
+import logging
 import os
 import socket
 import time
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Literal
+from typing import IO, Literal
 
 import redis
 from redis.backoff import NoBackoff
@@ -38,9 +41,11 @@ from .errors import ServerError
 __all__ = ["EmbeddedServer", "Fsync", "ServerStatus", "server_config"]
 
 Fsync = Literal["everysec", "always"]
+log = logging.getLogger(__name__)
 
 HOST = "127.0.0.1"
 RECORD_FILE = "server.json"
+PORT_FILE = "port"
 LOCK_FILE = "server.lock"
 CONFIG_FILE = "valkey.conf"
 LOG_FILE = "server.log"
@@ -111,7 +116,7 @@ class EmbeddedServer:
         fsync: Fsync = "everysec",
         start_timeout_s: float = 10.0,
     ) -> None:
-        """`port` 0 picks a free port (the previous one when it is still free)."""
+        """`port` 0 uses the port kept in home (chosen free at the first start)."""
         self.home = Path(home)
         self.port = port
         self.fsync: Fsync = fsync
@@ -184,25 +189,37 @@ class EmbeddedServer:
     def _start_locked(self) -> str:
         binary = _binary_path()
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        previous = self._read_record()
+        kept = self._kept_port()
         failure = ServerError(f"no port to start the server for {self.home} on")
-        for port in self._candidate_ports(previous.port if previous else None):
+        for port in self._candidate_ports(kept):
             try:
-                return self._launch(binary, port)
+                url = self._launch(binary, port)
             except _PortInUseError as exc:
                 failure = exc
+                continue
+            if kept and port != kept and not self.port:
+                log.warning(
+                    "port %d of the server for %s is taken by another process: it now "
+                    "listens on %d (clients of the old address must connect again)",
+                    kept, self.home, port,
+                )  # fmt: skip
+            self._keep_port(port)
+            return url
         raise failure
 
-    def _candidate_ports(self, previous: int | None) -> Iterator[int]:
-        """The asked-for port, else the previous port if free, then fresh free ports.
+    def _candidate_ports(self, kept: int | None) -> Iterator[int]:
+        """The asked-for port, else the kept one, then (only if that is taken) fresh ports.
 
-        We choose the port ourselves: `port 0` in the config means no TCP listener.
+        The kept port is tried without a test bind: the server binds with SO_REUSEADDR, so
+        the TIME_WAIT sockets its last run left do not stop it, where a plain test bind
+        would fail and move the server. We choose the port ourselves: `port 0` in the
+        config means no TCP listener.
         """
         if self.port:
             yield self.port
             return
-        if previous and _port_is_free(previous):
-            yield previous
+        if kept:
+            yield kept
         for _ in range(_PORT_ATTEMPTS):
             yield _free_port()
 
@@ -286,9 +303,8 @@ class EmbeddedServer:
     @contextlib.contextmanager
     def _locked(self) -> Iterator[None]:
         """Hold the home's flock; a holder may be starting or stopping, so wait long."""
-        self.home.mkdir(parents=True, exist_ok=True)
         deadline = time.monotonic() + max(60.0, 3 * self.start_timeout_s)
-        with open(self.home / LOCK_FILE, "a") as lock:
+        with self._open_lock() as lock:
             while True:
                 try:
                     fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -303,6 +319,17 @@ class EmbeddedServer:
                 yield
             finally:
                 fcntl.flock(lock, fcntl.LOCK_UN)
+
+    def _open_lock(self) -> IO[str]:
+        """The lock file, opened; `ServerError` if home cannot be made or written."""
+        try:
+            self.home.mkdir(parents=True, exist_ok=True)
+            return open(self.home / LOCK_FILE, "a")
+        except OSError as exc:
+            raise ServerError(
+                f"cannot keep the embedded server's files in {self.home}: {exc.strerror} "
+                "(set DURABLES_HOME to a directory you can write)"
+            ) from exc
 
     def _read_record(self) -> _Record | None:
         """The record in server.json, or None if it is missing or unreadable."""
@@ -327,6 +354,21 @@ class EmbeddedServer:
 
     def _remove_record(self) -> None:
         (self.home / RECORD_FILE).unlink(missing_ok=True)
+
+    def _kept_port(self) -> int | None:
+        """The port kept in home (or, for a home older than that file, the record's)."""
+        try:
+            port = int((self.home / PORT_FILE).read_text().strip())
+        except (OSError, ValueError):
+            record = self._read_record()
+            return record.port if record else None
+        return port if 0 < port < 65536 else None
+
+    def _keep_port(self, port: int) -> None:
+        path = self.home / PORT_FILE
+        temporary = path.with_suffix(".tmp")
+        temporary.write_text(f"{port}\n")
+        os.replace(temporary, path)
 
 
 # -- processes -------------------------------------------------------------------
@@ -442,15 +484,6 @@ def _free_port() -> int:
         sock.bind((HOST, 0))
         port: int = sock.getsockname()[1]
         return port
-
-
-def _port_is_free(port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        try:
-            sock.bind((HOST, port))
-        except OSError:
-            return False
-        return True
 
 
 def _log_tail(log: Path, offset: int) -> str:

@@ -49,11 +49,14 @@ class Session(SessionCore):
         overflow: Overflow = "close",
         recovery_buffer: int | None = None,
         auto_ack: bool = True,
+        replicated: int = 0,
     ) -> None:
         super().__init__(
             ctx, session_id, timeout, max_depth=max_depth,
             disconnected_max_depth=disconnected_max_depth, overflow=overflow,
-            recovery_buffer=recovery_buffer, auto_ack=auto_ack, lock=threading.RLock(),
+            recovery_buffer=recovery_buffer, auto_ack=auto_ack, lock=threading.Lock(),
+            replicated=replicated,
+            gate=threading.Event,
         )  # fmt: skip
         self.executor = ctx.executor
         self.executor.drive(self.opening())
@@ -102,9 +105,11 @@ class Session(SessionCore):
         delivery = Delivery(
             self.ctx, self.id, interests, self.markers, self.listeners,
             self.cache, outage=self.lost_connection, away=self.away, resume=self.resuming,
-            queue_gone=self.queue_gone, batch=self.recovery_buffer, auto_ack=self.auto_ack,
+            queue_gone=self.queue_gone, ended=self.ended, batch=self.recovery_buffer,
+            auto_ack=self.auto_ack,
             clock_offset_ms=self._clock_offset_ms,
         )  # fmt: skip
+        delivery.replicated = self.replicated
         self._delivery = delivery
         delivery.start()
 

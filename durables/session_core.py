@@ -17,12 +17,13 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from . import names
 from . import session_store as store
 from .cache import LocalCache
 from .errors import (
+    AccessDeniedError,
     ChannelNotFound,
     ConfigError,
     ConnectionLostError,
@@ -34,10 +35,11 @@ from .events import Batch, Encoded, check_key, encode_data, encode_event, tombst
 from .leases import Lease
 from .ops import channels as channel_ops
 from .ops import sessions as ops
-from .ops.flows import Flow, run, send
+from .ops.flows import Flow, call, run, send
+from .ops.sessions import interest_matches
 from .publishing import publish_encoded
 from .records import Interest, SessionInfo, SessionRecord
-from .session_delivery import DeliveryLoop, as_listener, interest_matches
+from .session_delivery import DeliveryLoop, as_listener
 
 if TYPE_CHECKING:
     from .context import BaseContext
@@ -60,6 +62,14 @@ Overflow = Literal["close", "drop_oldest"]
 StateListener = Callable[[str, str], object]
 
 
+class Gate(Protocol):
+    """What a second resumer waits on (`threading.Event`, `asyncio.Event`)."""
+
+    def set(self) -> None: ...
+
+    def wait(self) -> Any: ...
+
+
 class SessionCore:
     """A durable client: a queue per interested channel that outlives disconnects.
 
@@ -67,7 +77,9 @@ class SessionCore:
     its own and the server keeps the queue for `timeout` seconds), "expired" (the
     keep-alive passed while away, so a new session with the same interests was opened)
     or "closed". `lock` guards the state (the sync session's delivery thread resumes it
-    while the application calls it).
+    while the application calls it) and is never held across a round trip; `gate()` makes
+    what a second resumer waits on while one resumes (a `threading.Event` or an
+    `asyncio.Event`: `wait()` blocks or is awaited, `set()` ends it).
     """
 
     def __init__(
@@ -82,9 +94,11 @@ class SessionCore:
         recovery_buffer: int | None,
         auto_ack: bool,
         lock: AbstractContextManager[Any],
+        gate: Callable[[], Gate],
+        replicated: int = 0,
     ) -> None:
         check_options(session_id, timeout, max_depth, disconnected_max_depth, overflow,
-                      recovery_buffer)  # fmt: skip
+                      recovery_buffer, replicated)  # fmt: skip
         self.ctx: BaseContext = ctx
         self.id = session_id
         self.token = secrets.token_hex(8)
@@ -93,6 +107,8 @@ class SessionCore:
         self.overflow = overflow
         self.recovery_buffer = recovery_buffer
         self.auto_ack = auto_ack
+        self.replicated = replicated
+        """Events are delivered once this many replicas hold them (`replicated=N`)."""
         self.resumed = False
         self.record = SessionRecord(session_id, int(timeout * 1000), 0, 0)
         self._timeout_ms = int(timeout * 1000)
@@ -104,7 +120,12 @@ class SessionCore:
         self._state_listeners: list[StateListener] = []
         self._delivery: DeliveryLoop[Any] | None = None
         self._state: SessionState = "disconnected"
+        self.error: BaseException | None = None
+        """Why the session ended by itself ("closed"), when the server refused it (as an
+        ACL narrowed under it) or its delivery failed; None otherwise."""
         self._lock = lock
+        self._gate = gate
+        self._resume_under_way: Gate | None = None
         self.markers: dict[str, str] = {}
 
     def __repr__(self) -> str:
@@ -115,6 +136,9 @@ class SessionCore:
         yield from self._take_live_lease()
         try:
             self.resumed, self.record = yield from self._open(self._timeout_ms)
+            if self.resumed and (yield from store.closed_while_away(self.ctx, self.record)):
+                # seed 000: as after a timeout, "treat it as a new client"
+                self.resumed, self.record = yield from self._open(self._timeout_ms)
         except BaseException:
             yield from self._release_live_lease()
             raise
@@ -182,26 +206,14 @@ class SessionCore:
         when `depth`), reporting what an overflow did: drops are logged and alerted; a
         closed queue closes the session."""
         live = None if self._state == "disconnected" else True
-        channels = list(self.record.interests)
-        found = yield from send(
-            [ops.queue(self.ctx.keys(c), self.id, limits, live, depth) for c in channels]
-        )
-        for channel, queue in zip(channels, found, strict=True):
-            dropped, closed = ops.overflow_notes(self.id, channel, queue)
-            if dropped:
-                yield from self._alert(dropped)
-            if closed:
-                yield from self._overflowed(closed)
-        return list(found)
-
-    def _alert(self, message: str) -> Flow[None]:
-        log.warning(message)
-        now = yield from store.server_ms(self.ctx)
-        yield from store.alert(self.ctx, message, now, session=self.id)
+        found, closed = yield from store.looking(self.ctx, self.record, limits, live, depth)
+        if closed:
+            yield from self._overflowed(closed)
+        return found
 
     def _overflowed(self, message: str) -> Flow[None]:
         """An overflow with overflow='close': the session is closed, its queues discarded."""
-        yield from self._alert(message)
+        yield from store.warn(self.ctx, message, self.id)
         with contextlib.suppress(DurablesError):
             yield from store.remove(self.ctx, self.record)
         self._set_state("closed")
@@ -235,7 +247,17 @@ class SessionCore:
 
     def _keep_alive(self) -> None:
         renew = ops.touch(self.ctx.namespace, self.id, self.token, self.ctx.lease_ms)
-        self.ctx.runtime.heartbeat.add(Lease(self.token, renew, self.lost_connection))
+        self.ctx.runtime.heartbeat.add(Lease(self.token, renew, self.lost_connection, self.ended))
+
+    def ended(self, error: BaseException) -> None:
+        """The server refused the session (as an ACL narrowed under it), or its delivery
+        stopped on an error: it ends "closed", with the error in `error` (as a
+        subscription's in `sub.error`). Its live lease lapses by itself."""
+        if self._state == "closed":
+            return
+        self.error = error
+        self.ctx.runtime.heartbeat.remove(self.token)
+        self._set_state("closed")
 
     def lost_connection(self) -> None:
         """The connection broke, or the heartbeat found the live lease gone (this client
@@ -264,37 +286,62 @@ class SessionCore:
         session if its keep-alive has not passed, else with a new one with the same
         interests (seed 002: "a normal new connection ... with the same topic set"). If
         another client opened the session meanwhile, it is that client's: this one is
-        closed (`SessionInUseError`)."""
-        with self._lock:
-            if self._state != "disconnected":
-                return
-            try:
-                yield from self._take_live_lease()
-            except SessionInUseError:  # opened by another client while this one was away
-                self.ctx.runtime.heartbeat.remove(self.token)
-                self._set_state("closed")
-                raise
-            interests = dict(self.record.interests)
-            resumed, self.record = yield from self._open(self._timeout_ms)
-            if not resumed:
-                for channel, interest in ops.carried_over(interests, self.record).items():
-                    yield from run(ops.join(self.ctx.keys(channel), self.id))
-                    self.record.interests[channel] = interest
-                yield from store.save(self.ctx, self.record)
-            self.resumed = resumed
-            self._keep_alive()
-        self._set_state("connected" if resumed else "expired")
+        closed (`SessionInUseError`). A second resumer (the delivery and the application at
+        once) waits for the first (and tries itself if that one failed), with no lock held
+        across the round trips."""
+        while True:
+            with self._lock:
+                if self._state != "disconnected":
+                    return
+                under_way = self._resume_under_way
+                if under_way is None:
+                    self._resume_under_way = done = self._gate()
+                    break
+            yield from call(under_way.wait)
+        try:
+            resumed = yield from self._resume()
+            self._set_state("connected" if resumed else "expired")
+        finally:
+            with self._lock:
+                self._resume_under_way = None
+            done.set()
         yield from self._queues(self._limits())
+
+    def _resume(self) -> Flow[bool]:
+        """Be the live client again, of the same session or of a new one with the same
+        interests; whether it is the same."""
+        try:
+            yield from self._take_live_lease()
+        except SessionInUseError as exc:  # opened by another client while this one was away
+            self.ctx.runtime.heartbeat.remove(self.token)
+            self.error = exc
+            self._set_state("closed")
+            raise
+        interests = dict(self.record.interests)
+        resumed, self.record = yield from self._open(self._timeout_ms)
+        if not resumed:
+            for channel, interest in ops.carried_over(interests, self.record).items():
+                yield from run(ops.join(self.ctx.keys(channel), self.id))
+                self.record.interests[channel] = interest
+            yield from store.save(self.ctx, self.record)
+        self.resumed = resumed
+        self._keep_alive()
+        return resumed
 
     def _check_connected(self, what: str, server_connected: bool) -> Flow[None]:
         if self._state == "disconnected" and server_connected:
-            with contextlib.suppress(DurablesError):  # back without a delivery running
+            try:  # back without a delivery running
                 yield from self.resuming()
+            except AccessDeniedError as exc:
+                self.ended(exc)
+            except DurablesError:
+                pass
         if not self.connected:
+            why = f" ({self.error})" if self.error is not None else ""
             raise UnconnectedError(
-                f"cannot {what} while session {self.id!r} is {self._state}; "
+                f"cannot {what} while session {self.id!r} is {self._state}{why}; "
                 f"the local cache still serves reads"
-            )
+            ) from self.error
 
     # -- interests, listeners, cache --------------------------------------------------
 
@@ -396,6 +443,9 @@ class SessionCore:
                     del self.record.interests[interest.channel]
                 self.record.disconnected_ms = yield from store.server_ms(self.ctx)
                 yield from store.save(self.ctx, self.record)
+                if self.max_depth is not None:  # away from now on: the larger limit holds
+                    yield from send([ops.queue(self.ctx.keys(c), self.id, "", False, depth=False)
+                                     for c in self.record.interests])  # fmt: skip
             else:
                 yield from store.remove(self.ctx, self.record)
         finally:
@@ -410,6 +460,7 @@ def check_options(
     disconnected_max_depth: int | None,
     overflow: str,
     recovery_buffer: int | None,
+    replicated: object = 0,
 ) -> None:
     """`ConfigError` (or `InvalidNameError`) for options a session cannot take."""
     names.session_id(session_id)
@@ -422,6 +473,12 @@ def check_options(
             raise ConfigError(f"{label} must be a positive int, got {value!r}")
     if overflow not in ("close", "drop_oldest"):
         raise ConfigError(f"overflow must be 'close' or 'drop_oldest', got {overflow!r}")
+    if (
+        not isinstance(replicated, int)
+        or isinstance(replicated, bool)
+        or not (0 <= replicated <= 16)
+    ):
+        raise ConfigError(f"replicated must be an int in 0..16, got {replicated!r}")
 
 
 def _interest(channel: str, wanted: Any, regex: str | None, durable: bool) -> Interest:

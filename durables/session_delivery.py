@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import re
 import threading
 import time
 from abc import ABC, abstractmethod
@@ -25,8 +24,9 @@ from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 from .context import BaseContext, Context
 from .errors import ConfigError, ConnectionLostError, DurableNotFound, DurablesError
 from .ops import sessions as ops
+from .ops.channels import wait_replicas
 from .ops.flows import Flow, awaited, recover, run, send
-from .ops.sessions import SessionCursors
+from .ops.sessions import SessionCursors, interest_matches
 
 if TYPE_CHECKING:
     from .cache import LocalCache
@@ -67,17 +67,6 @@ def as_listener(listener: Any) -> Any:
     )
 
 
-def interest_matches(interest: Interest, key: str | None) -> bool:
-    """Whether an event with `key` is of interest (keyless events go to ALL_KEYS only)."""
-    if interest.keys is None and interest.regex is None:
-        return True
-    if key is None:
-        return False
-    if interest.keys is not None and key in interest.keys:
-        return True
-    return interest.regex is not None and re.fullmatch(interest.regex, key) is not None
-
-
 C = TypeVar("C", bound=BaseContext)
 
 
@@ -90,7 +79,7 @@ class DeliveryLoop(ABC, Generic[C]):
     The session's hooks: `outage()` when the connection broke, `away()` while the session
     is not live (the heartbeat found its live lease gone, as after a long pause), the flows
     `resume()` to be live again and `queue_gone()` when a queue vanished (true: the session
-    expired, and is away).
+    expired, and is away), and `ended(error)` when the delivery stops on an error.
     """
 
     def __init__(
@@ -106,6 +95,7 @@ class DeliveryLoop(ABC, Generic[C]):
         away: Callable[[], bool],
         resume: Callable[[], Flow[None]],
         queue_gone: Callable[[], Flow[bool]],
+        ended: Callable[[BaseException], None],
         batch: int | None,
         auto_ack: bool,
         clock_offset_ms: int,
@@ -121,6 +111,7 @@ class DeliveryLoop(ABC, Generic[C]):
         )  # fmt: skip
         self._outage, self._away, self._resume = outage, away, resume
         self._queue_gone = queue_gone
+        self._ended = ended
         self.listeners = listeners
         self.cache = cache
         self.live: set[str] = set()
@@ -136,6 +127,12 @@ class DeliveryLoop(ABC, Generic[C]):
     @abstractmethod
     def ack_event(self, event: Event) -> Any:
         """An ack-required event acknowledged by the application."""
+
+    replicated = 0
+    """Deliver only events that this many replicas hold: a `WAIT` in each read's round trip
+    (the read changed the pending list, so it covers every entry read); a read the replicas
+    did not confirm in time is not delivered, but read again from the pending list next
+    round (a write too, so the next `WAIT` covers it)."""
 
     def running(self) -> Flow[None]:
         try:
@@ -153,9 +150,11 @@ class DeliveryLoop(ABC, Generic[C]):
         except DurablesError as exc:
             self.error = exc
             log.error("session delivery stopped: %s", exc)
+            self._ended(exc)
         except Exception as exc:  # a bug: said loudly, not a delivery that just ends
             self.error = exc
             log.exception("session delivery stopped by an unexpected error")
+            self._ended(exc)
 
     def _ride_out(self) -> Flow[None]:
         """Wait for the server (a slice at a time, so a stop stays prompt), let the session
@@ -179,11 +178,19 @@ class DeliveryLoop(ABC, Generic[C]):
         block_ms = int(self.ctx.settings.block_s * 1000)
         self.reading = True
         try:
-            replies = yield from send([*self.acks, self.cursors.read(block_ms)], retry=False)
+            ops = [*self.acks, self.cursors.read(block_ms)]
+            if self.replicated:
+                ops.append(wait_replicas(self.replicated, self.ctx.settings.replica_timeout_s))
+            replies = yield from send(ops, retry=False)
         finally:
             self.reading = False
         self.acks.clear()  # sent (after an outage they go with the first read again)
-        for batch in self.cursors.on_read(replies[-1]):
+        read = replies[len(ops) - 1 - bool(self.replicated)]
+        if self.replicated and replies[-1] < self.replicated:
+            if read:
+                self.cursors.restart()  # not confirmed: read again, not delivered
+            return
+        for batch in self.cursors.on_read(read):
             if batch.live_first:
                 yield from self._go_live(batch.channel)
             acked = yield from self._deliver(batch)
@@ -243,10 +250,11 @@ class DeliveryLoop(ABC, Generic[C]):
         return now_ms > sent_ms + (event.ack_timeout_ms or 0)
 
     def _nack(self, event: Event, reason: str) -> Flow[None]:
-        log.warning("session %r: event %s of %r %s", self.session_id, event.id, event.channel,
-                    reason.replace("_", " "))  # fmt: skip
-        yield from run(ops.nack(self.ctx.keys(event.channel), event.id, self.session_id, reason),
-                       retry=False)  # fmt: skip
+        """Record the nack (unless housekeeping did, before this session read the event)."""
+        k = self.ctx.keys(event.channel)
+        if (yield from run(ops.nack(k, event.id, self.session_id, reason), retry=False)):
+            log.warning("session %r: event %s of %r %s", self.session_id, event.id,
+                        event.channel, reason.replace("_", " "))  # fmt: skip
 
     def ack_op(self, event: Event) -> Op[Any]:
         """The acknowledgement of an ack-required event the application acknowledged."""

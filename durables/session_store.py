@@ -78,6 +78,46 @@ def alert(ctx: BaseContext, message: str, now_ms: int, **about: str) -> Flow[Non
     yield from send(ops.alert(ctx.namespace, message, now_ms, about))
 
 
+def warn(ctx: BaseContext, message: str, session_id: str) -> Flow[None]:
+    """A warning about a session, logged and recorded as an alert (`durables sessions`)."""
+    log.warning(message)
+    now = yield from server_ms(ctx)
+    yield from alert(ctx, message, now, session=session_id)
+
+
+def looking(
+    ctx: BaseContext, record: SessionRecord, limits: str = "", live: bool | None = None,
+    depth: bool = False,
+) -> Flow[tuple[list[ops.Queue], str | None]]:  # fmt: skip
+    """Each of a session's queues (`ops.queue`: `limits` set when given, `live` as its client
+    knows it), events an overflow dropped alerted; and what says an overflow closed the
+    session, if one did."""
+    channels = list(record.interests)
+    found = yield from send(
+        [ops.queue(ctx.keys(c), record.id, limits, live, depth) for c in channels]
+    )
+    closed_by = None
+    for channel, queue in zip(channels, found, strict=True):
+        dropped, closed = ops.overflow_notes(record.id, channel, queue)
+        if dropped:
+            yield from warn(ctx, dropped, record.id)
+        closed_by = closed_by or closed
+    return list(found), closed_by
+
+
+def closed_while_away(ctx: BaseContext, record: SessionRecord) -> Flow[bool]:
+    """Whether an overflow closed a session while it was away: then it is removed, with an
+    alert, as a session whose timeout passed (opening it again starts anew)."""
+    if not record.interests:
+        return False
+    _, closed = yield from looking(ctx, record)
+    if closed is None:
+        return False
+    yield from warn(ctx, f"{closed}; opening it again starts anew", record.id)
+    yield from remove(ctx, record)
+    return True
+
+
 def alerts(ctx: BaseContext, count: int = 100) -> Flow[list[dict[str, Any]]]:
     """The newest alerts first."""
     return (yield from run(ops.alerts(ctx.namespace, count)))
@@ -101,19 +141,25 @@ def records(ctx: BaseContext) -> Flow[list[SessionRecord]]:
     return found
 
 
-def reap_expired(ctx: BaseContext) -> Flow[list[str]]:
-    """Remove every session whose timeout passed while nobody held it; their ids."""
+def reap(ctx: BaseContext) -> Flow[tuple[list[str], list[str]]]:
+    """Remove every session nobody holds whose timeout passed, or that an overflow closed
+    while it was away (each with an alert); the ids of each."""
     now = yield from server_ms(ctx)
-    gone = []
+    expired, closed = [], []
     for session_id in (yield from session_ids(ctx)):
         record = yield from load(ctx, session_id)
         if record is None:
             yield from run(ops.unregister(ctx.namespace, session_id))
             continue
-        if not (yield from is_live(ctx, session_id)) and record.expired(now):
+        if (yield from is_live(ctx, session_id)):
+            continue  # its client finds out itself
+        if record.expired(now):
             yield from expire(ctx, record, now)
-            gone.append(session_id)
-    return gone
+            expired.append(session_id)
+        elif (yield from closed_while_away(ctx, record)):
+            closed.append(session_id)
+    return expired, closed
 
 
-__all__ = ["Interest", "SessionRecord", "alerts", "is_live", "load", "records", "server_ms"]
+__all__ = ["Interest", "SessionRecord", "alerts", "closed_while_away", "is_live", "load",
+           "looking", "reap", "records", "server_ms", "warn"]  # fmt: skip

@@ -6,8 +6,13 @@ variables, and a `durables.toml` in the working directory.
 
 from __future__ import annotations
 
+import difflib
+import logging
+import os
+import tomllib
+from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field, FilePath, ValidationError, field_validator, model_validator
 from pydantic_settings import (
@@ -18,9 +23,11 @@ from pydantic_settings import (
 )
 
 from .errors import ConfigError
-from .urls import parse_url
+from .urls import parse_url, shown
 
 Fsync = Literal["everysec", "always"]
+TOML_FILE = "durables.toml"
+log = logging.getLogger(__name__)
 
 
 class Settings(BaseSettings):
@@ -28,7 +35,7 @@ class Settings(BaseSettings):
 
     model_config = SettingsConfigDict(
         env_prefix="DURABLES_",
-        toml_file="durables.toml",
+        toml_file=TOML_FILE,
         extra="forbid",
         frozen=True,
         use_attribute_docstrings=True,
@@ -51,7 +58,7 @@ class Settings(BaseSettings):
     fsync: Fsync = "everysec"
     """AOF fsync policy of the embedded server; 'always' loses nothing acknowledged."""
     max_payload_bytes: int = Field(default=1 << 20, gt=0)
-    """Largest payload `publish` accepts, in bytes."""
+    """Largest event `publish` accepts, in bytes: its payload, key and properties together."""
     lease_timeout_s: float = Field(default=15.0, gt=0.05, le=3600)
     """A consumer that stops heart-beating for this long loses its lease; at least `block_s`
     (a consumer blocked in a read receives events until the read ends)."""
@@ -134,6 +141,11 @@ class Settings(BaseSettings):
     ) -> tuple[PydanticBaseSettingsSource, ...]:
         return (init_settings, env_settings, TomlConfigSettingsSource(settings_cls))
 
+    def __repr_args__(self) -> Iterator[tuple[str | None, Any]]:
+        """The fields pydantic's repr shows, the URL without its password."""
+        for name, value in super().__repr_args__():
+            yield name, shown(value) if name == "url" and value is not None else value
+
     @property
     def home_dir(self) -> Path:
         """`home` with `~` expanded."""
@@ -141,15 +153,49 @@ class Settings(BaseSettings):
 
 
 def load_settings(**overrides: object) -> Settings:
-    """Build `Settings`, turning pydantic's validation errors into `ConfigError`."""
+    """Build `Settings`, turning pydantic's validation errors and a malformed `durables.toml`
+    into `ConfigError`; a misspelled `DURABLES_*` variable gets a warning (once)."""
+    warn_misspelled(os.environ)
     try:
         return Settings(**overrides)  # type: ignore[arg-type]
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{TOML_FILE} is not valid TOML: {exc}") from None
     except ValidationError as exc:
         problems = "; ".join(
             f"{'.'.join(str(p) for p in err['loc']) or 'settings'}: {err['msg']}"
             for err in exc.errors()
         )
         raise ConfigError(f"invalid durables settings: {problems}") from None
+
+
+ENV_PREFIX = "DURABLES_"
+NOT_SETTINGS = ("DURABLES_TEST_",)
+"""Prefixes of variables that are not settings (the test suite's own)."""
+_warned: set[str] = set()
+
+
+def misspelled(environ: Mapping[str, str]) -> dict[str, str]:
+    """`DURABLES_*` variables that are no setting but close to one: {variable: setting's}."""
+    known = [ENV_PREFIX + name.upper() for name in Settings.model_fields]
+    found = {}
+    for variable in environ:
+        name = variable.upper()
+        if not name.startswith(ENV_PREFIX) or name in known or name.startswith(NOT_SETTINGS):
+            continue
+        closest = difflib.get_close_matches(name, known, n=1, cutoff=0.75)
+        if closest:
+            found[variable] = closest[0]
+    return found
+
+
+def warn_misspelled(environ: Mapping[str, str]) -> None:
+    """Log, once per variable, each `misspelled` one: pydantic ignores unknown variables,
+    so `DURABLES_LEASE_TIMEOUT=5` would otherwise change nothing without a word."""
+    for variable, closest in misspelled(environ).items():
+        if variable not in _warned:
+            _warned.add(variable)
+            log.warning("%s is not a durables setting and is ignored: did you mean %s?",
+                        variable, closest)  # fmt: skip
 
 
 def checked_settings(settings: object, connect: str) -> Settings:
@@ -163,4 +209,4 @@ def checked_settings(settings: object, connect: str) -> Settings:
     return settings
 
 
-__all__ = ["Fsync", "Settings", "checked_settings", "load_settings"]
+__all__ = ["Fsync", "Settings", "checked_settings", "load_settings", "misspelled"]

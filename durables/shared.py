@@ -58,7 +58,7 @@ class SharedReader(SharedLoop):
         with self.lock:
             op = self.state.rollback(events, delay_s)
         if op is not None:
-            self.executor.run(op)
+            self.executor.drive(self.sending([op]))
 
     def release(self, unhanded: Sequence[Event]) -> None:
         self.executor.drive(self.releasing(unhanded))

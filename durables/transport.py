@@ -28,7 +28,7 @@ from redis.sentinel import Sentinel
 from .cluster import Server
 from .errors import ConfigError, ConnectionLostError
 from .replies import AS_SENT, as_sent
-from .urls import ServerUrl, parse_url, redact
+from .urls import ServerUrl, parse_url
 
 R = TypeVar("R", redis.Redis, aioredis.Redis)
 
@@ -49,7 +49,7 @@ def _standalone(url: ServerUrl, options: dict[str, Any]) -> redis.Redis:
     try:
         return reading_as_sent(redis.Redis.from_url(url.url, **options))
     except ValueError as exc:
-        raise ConfigError(f"malformed server URL {redact(url.url)!r}: {exc}") from None
+        raise ConfigError(f"malformed server URL {url.shown!r}: {exc}") from None
 
 
 def reading_as_sent(client: R) -> R:
@@ -77,16 +77,14 @@ def _sentinel(url: ServerUrl, options: dict[str, Any]) -> redis.Redis:
 
 def _cluster(url: ServerUrl, options: dict[str, Any]) -> Server:
     if url.db:
-        raise ConfigError(f"a cluster has database 0 only, not {url.db} ({redact(url.url)!r})")
+        raise ConfigError(f"a cluster has database 0 only, not {url.db} ({url.shown!r})")
     try:
         server = RedisCluster(
             startup_nodes=[ClusterNode(h, p) for h, p in url.hosts],  # type: ignore[no-untyped-call]
             username=url.username, password=url.password, ssl=url.tls, **options,
         )  # fmt: skip
     except (RedisError, RedisClusterException) as exc:  # no startup node gave a slot map
-        raise ConnectionLostError(
-            f"cannot reach the cluster at {redact(url.url)!r}: {exc}"
-        ) from exc
+        raise ConnectionLostError(f"cannot reach the cluster at {url.shown!r}: {exc}") from exc
     return nodes_reading_as_sent(server)
 
 

@@ -5,14 +5,18 @@ redis+sentinel://[user:password@]h1:p1[,h2:p2...]/service[/db]
                                                 a primary found and followed through
                                                 Sentinel (rediss+sentinel:// with TLS)
 redis+cluster://[user:password@]host:port       Redis Cluster (rediss+cluster://)
+
+`shown(url)` is the one place a URL is formatted for people: every message, log line,
+repr, CLI output and metric label shows a password as `***`.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
-from urllib.parse import unquote, urlsplit, urlunsplit
+from urllib.parse import unquote, urlsplit
 
 from .errors import ConfigError
 
@@ -26,13 +30,31 @@ SCHEMES: dict[str, tuple[Deployment, bool]] = {
     "rediss+cluster": ("cluster", True),
 }
 SENTINEL_PORT = 26379
+HIDDEN = "***"
+_PASSWORD_PARAMETER = re.compile(r"([?&]password=)[^&#]*", re.IGNORECASE)
+
+
+def shown(url: object) -> str:
+    """`url` as people may see it: the password of its `user:password@` part (taken up to
+    the last `@`, as the parser does, so one with an unencoded `/` is hidden too) and any
+    `password=` parameter replaced by `***`. Anything not a str is shown by its type."""
+    if not isinstance(url, str):
+        return f"<{type(url).__name__}>"
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        scheme, rest = "", url
+    userinfo, at, after = rest.rpartition("@")
+    if at:
+        user, colon, _ = userinfo.partition(":")
+        rest = f"{user}:{HIDDEN}@{after}" if colon else f"{userinfo}@{after}"
+    return _PASSWORD_PARAMETER.sub(rf"\g<1>{HIDDEN}", f"{scheme}{sep}{rest}")
 
 
 @dataclass(frozen=True)
 class ServerUrl:
-    """A parsed server URL."""
+    """A parsed server URL; its repr and `str` show no password."""
 
-    url: str
+    url: str = field(repr=False)
     deployment: Deployment
     tls: bool
     hosts: tuple[tuple[str, int], ...]
@@ -40,7 +62,21 @@ class ServerUrl:
     """Sentinel: the name of the monitored primary."""
     db: int = 0
     username: str | None = None
-    password: str | None = None
+    password: str | None = field(default=None, repr=False)
+
+    @property
+    def shown(self) -> str:
+        """The URL as people may see it (`urls.shown`)."""
+        return shown(self.url)
+
+    def __str__(self) -> str:
+        return self.shown
+
+
+def _quoted_if_shown(part: str, url: str) -> str:
+    """` 'part'` if it is in the URL as shown; else nothing (an unencoded `/` or `@` in a
+    password splits the URL elsewhere, and the part would hold a piece of it)."""
+    return f" {part!r}" if part in shown(url) else ""
 
 
 def _host_port(part: str, default_port: int, url: str) -> tuple[str, int]:
@@ -48,7 +84,7 @@ def _host_port(part: str, default_port: int, url: str) -> tuple[str, int]:
     if not sep:
         host, port = part, str(default_port)
     if not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise ConfigError(f"bad host:port {part!r} in {url!r}")
+        raise ConfigError(f"bad host:port{_quoted_if_shown(part, url)} in {shown(url)!r}")
     return host, int(port)
 
 
@@ -58,40 +94,31 @@ def parse_url(url: str) -> ServerUrl:
         raise ConfigError(f"the server URL must be a str, got {type(url).__name__}")
     parts = urlsplit(url)
     if parts.scheme not in SCHEMES:
-        raise ConfigError(f"scheme must be one of {', '.join(SCHEMES)}, got {url!r}")
+        raise ConfigError(f"scheme must be one of {', '.join(SCHEMES)}, got {shown(url)!r}")
     deployment, tls = SCHEMES[parts.scheme]
     credentials, _, hostlist = parts.netloc.rpartition("@")
     username, _, password = credentials.partition(":") if credentials else ("", "", "")
     if not hostlist:
-        raise ConfigError(f"no host in {url!r}")
+        raise ConfigError(f"no host in {shown(url)!r}")
     default = SENTINEL_PORT if deployment == "sentinel" else 6379
     hosts = tuple(_host_port(h, default, url) for h in hostlist.split(","))
     if deployment == "standalone" and len(hosts) > 1:
-        raise ConfigError(f"one host only in {url!r} (several: redis+sentinel://)")
+        raise ConfigError(f"one host only in {shown(url)!r} (several: redis+sentinel://)")
     path = [p for p in parts.path.split("/") if p]
     service = None
     if deployment == "sentinel":
         if not path:
             raise ConfigError(
-                f"name the monitored primary: redis+sentinel://host:port/NAME ({url!r})"
+                f"name the monitored primary: redis+sentinel://host:port/NAME ({shown(url)!r})"
             )
         service = path.pop(0)
     if len(path) > 1 or (path and not path[0].isdigit()):
-        raise ConfigError(f"the database must be a number, got {'/'.join(path)!r} in {url!r}")
+        got = _quoted_if_shown("/".join(path), url)
+        raise ConfigError(f"the database must be a number, got{got} in {shown(url)!r}")
     return ServerUrl(
         url, deployment, tls, hosts, service, int(path[0]) if path else 0,
         unquote(username) or None, unquote(password) or None,
     )  # fmt: skip
-
-
-def redact(url: str) -> str:
-    """`url` fit to show: a password in it replaced by `***` (the user name stays)."""
-    parts = urlsplit(url)
-    credentials, at, hosts = parts.netloc.rpartition("@")
-    if not at or ":" not in credentials:
-        return url
-    user = credentials.partition(":")[0]
-    return urlunsplit(parts._replace(netloc=f"{user}:***@{hosts}"))
 
 
 def tls_options(
@@ -103,7 +130,7 @@ def tls_options(
     if not url.tls:
         named = [name for name, value in given.items() if value is not None]
         if named:
-            raise ConfigError(f"{', '.join(named)} given, but {url.url!r} is not a TLS URL "
+            raise ConfigError(f"{', '.join(named)} given, but {url.shown!r} is not a TLS URL "
                               f"(use rediss://)")  # fmt: skip
         return {}
     if (cert is None) != (key is None):
@@ -116,4 +143,4 @@ def tls_options(
     return options
 
 
-__all__ = ["SCHEMES", "Deployment", "ServerUrl", "parse_url", "redact", "tls_options"]
+__all__ = ["SCHEMES", "Deployment", "ServerUrl", "parse_url", "shown", "tls_options"]

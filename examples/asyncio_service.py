@@ -50,7 +50,7 @@ async def main(url: str | None, channel_name: str, count: int) -> None:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--url", default=None)
-    parser.add_argument("--channel", default="orders")
+    parser.add_argument("--channel", default="web-orders")  # its own: it reads them all
     parser.add_argument("--count", type=int, default=20)
     args = parser.parse_args()
     try:

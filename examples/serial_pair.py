@@ -3,16 +3,14 @@
     python examples/serial_pair.py [--url URL] [--steps 8]
 
 A serial durable deals to several consumers like a shared one, but nothing new is dealt
-while anything dealt is unacknowledged. So two listeners that each print a step and then
-acknowledge it print the steps in publish order, whichever of them gets each step.
+while anything dealt is unacknowledged. Here two consumers take turns: while one holds a
+step, the other asks and is given nothing; once the step is acknowledged, the other asks
+again and the next step is its own. The line passes between them, in publish order.
 """
 
 from __future__ import annotations
 
 import argparse
-import threading
-import time
-from collections.abc import Callable
 
 import durables
 
@@ -25,28 +23,26 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=8)
     args = parser.parse_args()
     done: list[int] = []
-    lock = threading.Lock()
-
-    def listener(name: str) -> Callable[[durables.Event], None]:
-        def on_event(event: durables.Event) -> None:
-            step = event.json()["step"]
-            print(f"{name} posted step {step}", flush=True)
-            with lock:
-                done.append(step)
-            event.ack()  # a window means explicit acknowledgement; the next step waits for it
-
-        return on_event
-
     with durables.connect(args.url) as client:
         channel = client.channel(args.channel)
         serial = channel.durable(args.durable, kind="serial")
-        subs = [serial.subscribe(listener(n), window=1, name=n) for n in ("left", "right")]
-        channel.publish_many([durables.Message({"step": s}) for s in range(1, args.steps + 1)])
-        deadline = time.monotonic() + 60
-        while len(done) < args.steps and time.monotonic() < deadline:
-            time.sleep(0.05)
-        for sub in subs:
-            sub.close()
+        # prefetch means explicit acknowledgement: a step is held until it is acked
+        with (
+            serial.consumer("left", prefetch=1, auto_ack=False) as left,
+            serial.consumer("right", prefetch=1, auto_ack=False) as right,
+        ):
+            channel.publish_many([durables.Message({"step": s}) for s in range(1, args.steps + 1)])
+            turns = [("left", left, "right", right), ("right", right, "left", left)]
+            for turn in range(args.steps):
+                name, holder, other_name, other = turns[turn % 2]
+                events = holder.fetch(timeout=5.0)
+                if not events:
+                    break
+                step = events[0].json()["step"]
+                meanwhile = other.fetch(timeout=0.2)  # the serial rule: nothing while step waits
+                print(f"{name} posted step {step} ({other_name} was given {len(meanwhile)})")
+                events[0].ack()
+                done.append(step)
     in_order = done == list(range(1, args.steps + 1))
     print(f"{len(done)} steps posted, in publish order: {'yes' if in_order else 'NO'}")
 

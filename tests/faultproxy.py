@@ -1,6 +1,9 @@
 """A TCP proxy on 127.0.0.1 that tests put between a client and a server to break things:
 kill it (every connection reset, new ones refused) and restart it, black-hole traffic (no
-reset, bytes dropped), add latency, or reset the connections while still listening.
+reset, bytes dropped), stall the open connections (bytes held, then delivered when it heals, even
+those a client sent before it gave the connection up: a request that lands after its
+retry), add
+latency, or reset the connections while still listening.
 
 Threads only, every wait bounded. Linux facts it relies on: closing a listening socket
 does not wake a thread blocked in accept(), so the listener is shut down first; closing a
@@ -20,6 +23,8 @@ HOST = "127.0.0.1"
 POLL_S = 0.05
 CHUNK = 65536
 JOIN_S = 5.0
+STALL_S = 60.0
+"""The longest a stalled connection's bytes wait for the stall to end."""
 
 
 def _reset(sock: socket.socket) -> None:
@@ -37,6 +42,7 @@ class _Pair:
         self.proxy = proxy
         self.client, self.upstream = client, upstream
         self.black = proxy.black_holed
+        self.stalled = proxy.stalling
         self.closed = threading.Event()
         # set before either pump starts: one that ends at once closes both sockets, and the
         # other's settimeout then failed with EBADF in its thread
@@ -50,26 +56,51 @@ class _Pair:
             thread.start()
 
     def _pump(self, source: socket.socket, sink: socket.socket) -> None:
+        held: list[bytes] = []  # what a stall holds, in order
         while not self.closed.is_set():
+            if held and not self.stalled and not self._deliver(held, sink):
+                break
             try:
                 data = source.recv(CHUNK)
             except TimeoutError:
                 continue
             except OSError:
                 break
-            if not data:
+            if not data or not self._forward(data, held, sink):
                 break
-            if self.black or self.proxy.black_holed:
-                self.black = True  # once black-holed, this connection stays dead
-                continue
-            delay = self.proxy.delay_s
-            if delay:
-                time.sleep(delay)
-            try:
-                sink.sendall(data)
-            except OSError:
-                break
+        if held:  # the sender went away during a stall: what it sent still lands after it
+            deadline = time.monotonic() + STALL_S
+            while self.stalled and time.monotonic() < deadline:
+                time.sleep(POLL_S)
+            self._deliver(held, sink)
+            time.sleep(POLL_S)  # let the far end read it before the reset
         self.reset()
+
+    def _forward(self, data: bytes, held: list[bytes], sink: socket.socket) -> bool:
+        """Pass `data` on, drop it (black hole) or hold it (stall); False once `sink` failed."""
+        if self.black or self.proxy.black_holed:
+            self.black = True  # once black-holed, this connection stays dead
+            return True
+        if held or self.stalled:
+            held.append(data)
+            return True
+        delay = self.proxy.delay_s
+        if delay:
+            time.sleep(delay)
+        try:
+            sink.sendall(data)
+        except OSError:
+            return False
+        return True
+
+    @staticmethod
+    def _deliver(held: list[bytes], sink: socket.socket) -> bool:
+        try:
+            sink.sendall(b"".join(held))
+        except OSError:
+            return False
+        held.clear()
+        return True
 
     def reset(self) -> None:
         if self.closed.is_set():
@@ -91,6 +122,8 @@ class FaultProxy:
         self.target_port = target_port
         self.port = port
         self.black_holed = False
+        self.stalling = False
+        """Connections opened now start stalled."""
         self.delay_s = 0.0
         self._pairs: list[_Pair] = []
         self._lock = threading.Lock()
@@ -163,6 +196,18 @@ class FaultProxy:
         """Drop every byte both ways without closing anything (packets lost, no reset).
         Connections black-holed stay dead; those opened after `blackhole(False)` work."""
         self.black_holed = on
+
+    def stall(self, on: bool = True, *, later: bool = True) -> None:
+        """Hold every byte of the connections open now, both ways, and (with `later`) of
+        those opened from now on: nothing closed, nothing lost. `stall(False)` delivers it
+        all in order, even what a client sent into a connection it has since given up on,
+        as a healed network does. `stall(later=False)` lets new connections pass while the
+        held ones stay held: a client's retry on a new connection lands first."""
+        self.stalling = on and later
+        with self._lock:
+            pairs = list(self._pairs)
+        for pair in pairs:
+            pair.stalled = on
 
     def latency(self, seconds: float) -> None:
         """Delay every chunk forwarded, both ways (0: none)."""

@@ -104,6 +104,40 @@ def test_an_event_whose_timeout_passed_while_the_session_was_away_is_never_sent(
     back.close()
 
 
+@pytest.mark.both_clients
+def test_housekeeping_nacks_an_event_that_expired_while_its_session_was_away(
+    client: durables.Client,
+) -> None:
+    """Seed 002: the non-acknowledgement is notified when the timeout expires, not when (or
+    if) the session comes back; the session then skips it, without a second nack."""
+    ch = client.channel("prices", keyed=True)
+    s = client.session("away", timeout=60)
+    s.register_interest("prices", keys=["AAPL"])
+    s.close(keepalive=True)
+    stale = ch.publish("1", key="AAPL", ack_required=True, ack_timeout=0.2)
+    ch.publish("2", key="MSFT", ack_required=True, ack_timeout=0.2)  # not of its interest
+    fresh = ch.publish("3", key="AAPL", ack_required=True, ack_timeout=60)
+    time.sleep(0.4)
+    client.housekeep()
+    assert [(n.event_id, n.session_id, n.reason) for n in ch.nacks()] == [
+        (stale, "away", "expired_before_sent")
+    ]
+    client.housekeep()
+    assert len(ch.nacks()) == 1  # recorded once
+    keeper = Keeper()
+    back = client.session("away", timeout=60)
+    assert back.resumed
+    back.add_listener("prices", keeper)
+    back.ready_for_events()
+    assert wait_for(lambda: keeper.ids() == [fresh])
+    time.sleep(0.3)
+    assert keeper.ids() == [fresh]
+    assert len(ch.nacks()) == 1  # the session skipped it without a second nack
+    assert back.info().depth == 0
+    back.close(keepalive=False)
+    assert client.redis.exists(client.keys("prices").unsent_nacks) == 0
+
+
 def test_ack_timeouts_are_checked(channel: durables.Channel) -> None:
     for bad in (0, -1, "soon", 10**9):
         with pytest.raises(durables.ConfigError):

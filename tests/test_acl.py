@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Iterator
+from urllib.parse import urlparse
 
 import pytest
 
 import durables
 
-from .conftest import FAST
+from .conftest import FAST, Connect
+from .helpers import wait_for
 from .servers import RedisProcess
 
 ACL_RULES = ["on", "resetchannels", "+@all", "-flushall", "-flushdb", "-config", "-shutdown",
@@ -59,3 +61,34 @@ def test_a_key_outside_the_namespace_is_access_denied_naming_noperm(
         assert isinstance(caught.value, durables.DurablesError)
         with pytest.raises(durables.AccessDeniedError, match="NOPERM"):
             client.channels()
+
+
+@pytest.mark.both_clients
+def test_a_session_the_server_refuses_ends_closed_with_the_error(
+    server: RedisProcess, limited_url: str, namespace: str, connect: Connect
+) -> None:
+    """The ACL narrowed under a live session: it ends "closed" with the refusal in
+    `session.error`, said through `on_state`, as a subscription ends with `sub.error`;
+    the client's connection stays up (the server answers)."""
+    with connect(limited_url, namespace=namespace, **FAST) as client:
+        client.channel("orders")
+        s = client.session("phone", timeout=30)
+        states: list[tuple[str, str]] = []
+        s.on_state(lambda old, new: states.append((old, new)))
+        s.register_interest("orders")
+        s.ready_for_events()
+        idle = client.session("tablet", timeout=30)  # no delivery: its heartbeat finds it
+        assert s.error is None and idle.error is None
+        with server.client() as admin:
+            admin.execute_command("ACL", "SETUSER", urlparse(limited_url).username, "resetkeys")
+        assert wait_for(lambda: s.state == "closed", timeout=10), (s.state, states)
+        assert isinstance(s.error, durables.AccessDeniedError)
+        assert "NOPERM" in str(s.error)
+        assert states[-1][1] == "closed"
+        assert wait_for(lambda: idle.state == "closed", timeout=10), idle.state
+        assert isinstance(idle.error, durables.AccessDeniedError)
+        with pytest.raises(durables.UnconnectedError, match="NOPERM"):
+            idle.put("orders", "k", b"v")
+        assert client.state == "connected"
+        s.close()
+        idle.close()

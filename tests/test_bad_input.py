@@ -106,6 +106,19 @@ def test_payload_over_the_limit_is_refused_and_the_batch_is_not_half_stored(
         assert ch.info().length == 1
 
 
+def test_the_key_and_the_properties_count_in_the_payload_limit(
+    server_url: str, namespace: str
+) -> None:
+    with durables.connect(server_url, namespace=namespace, max_payload_bytes=1000) as client:
+        ch = client.channel("orders")
+        with pytest.raises(PayloadError, match="with its key and properties"):
+            ch.publish(b"x", key="k" * 1000)
+        with pytest.raises(PayloadError):
+            ch.publish_many([durables.Message(b"x" * 500, key="k" * 501)])
+        ch.publish(b"x" * 500, key="k" * 400, properties={"p": "v" * 50})
+        assert ch.info().length == 1
+
+
 def test_default_payload_limit_is_one_mebibyte(client: durables.Client) -> None:
     ch = client.channel("orders")
     ch.publish(b"x" * (1 << 20))

@@ -64,6 +64,41 @@ def test_durable_get_or_create_keeps_the_stored_spec(channel: durables.Channel) 
     assert [d.name for d in channel.durables()] == ["billing"]
 
 
+def test_a_durable_asked_for_without_a_kind_is_the_existing_one_whatever_its_kind(
+    channel: durables.Channel,
+) -> None:
+    channel.durable("jobs", kind="shared")
+    assert channel.durable("jobs").kind == "shared"
+    assert channel.durable("fresh").kind == "exclusive"  # none yet: an exclusive one
+    with pytest.raises(DurableExistsError, match="filter='qty > 1'"):
+        channel.durable("jobs", filter="qty > 1")  # the filter still has to agree
+
+
+def test_filters_of_one_meaning_are_the_same_filter(channel: durables.Channel) -> None:
+    channel.durable("eu", kind="shared", filter="region = 'eu' AND qty > 5")
+    again = channel.durable("eu", kind="shared", filter="region='eu'   and qty>5")
+    assert again.spec.filter == "region = 'eu' AND qty > 5"  # the stored text stays
+    with pytest.raises(DurableExistsError):
+        channel.durable("eu", kind="shared", filter="region = 'eu' AND qty > 6")
+
+
+def test_a_start_for_an_existing_durable_with_another_is_warned_about(
+    channel: durables.Channel, caplog: pytest.LogCaptureFixture
+) -> None:
+    publish(channel, 2)
+    channel.durable("audit")  # from the earliest
+    with caplog.at_level("WARNING", logger="durables.durable"):
+        audit = channel.durable("audit", start="latest")
+        channel.durable("audit", start="earliest")  # as stored: nothing to say
+
+    assert audit.depth() == 2  # it kept its position
+    assert [r.getMessage() for r in caplog.records] == [
+        "durable 'audit' on 'orders' exists with start='earliest': start='latest' applies "
+        "only when a durable is created, so it keeps its position (delete it and create it "
+        "again to move it)"
+    ]
+
+
 def test_missing_things_raise_not_found(client: durables.Client) -> None:
     with pytest.raises(ChannelNotFound):
         client.get_channel("nope")

@@ -227,6 +227,7 @@ def test_housekeep_trims_acknowledged_events_and_reports_per_channel(
         "removed": {"orders": 2},
         "total_removed": 2,
         "expired_sessions": [],
+        "closed_sessions": [],
     }
     assert channel.info().length == 0
     assert "removed 0 events from 1 channels" in cli.ok("housekeep")

@@ -18,7 +18,6 @@ from durables.console import views
 from durables.console.live import Live
 from durables.figures import ChannelFigures, DurableFigures, Figures
 from durables.records import ChannelInfo, DurableInfo, Nack
-from durables.urls import redact
 
 from .cli_support import Cli, describe, exits
 from .conftest import FAST
@@ -146,21 +145,6 @@ def test_a_password_is_not_shown_when_the_server_cannot_be_reached(namespace: st
     assert "cannot reach redis://app:***@127.0.0.1:" in state
     assert "server cannot be read" in page
     assert "s3cret-pw" not in page + state
-
-
-@pytest.mark.parametrize(
-    ("url", "shown"),
-    [
-        ("rediss://app:s3cret@127.0.0.1:6380/0?ssl_cert_reqs=required",
-         "rediss://app:***@127.0.0.1:6380/0?ssl_cert_reqs=required"),
-        ("redis://:s3cret@h:6379", "redis://:***@h:6379"),
-        ("redis+sentinel://u:s3cret@h1:26379,h2:26379/main", "redis+sentinel://u:***@h1:26379,h2:26379/main"),
-        ("redis://h:6379/0", "redis://h:6379/0"),
-        ("redis://user@h:6379/0", "redis://user@h:6379/0"),
-    ],
-)  # fmt: skip
-def test_a_url_is_shown_without_its_password(url: str, shown: str) -> None:
-    assert redact(url) == shown
 
 
 def test_rates_are_the_counters_differences_over_the_time_between_reads(

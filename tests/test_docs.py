@@ -12,15 +12,18 @@ A runnable block is a fenced block whose info string is `python run`:
 It runs as a script with `DURABLES_URL` and `DURABLES_NAMESPACE` set (and a short
 `DURABLES_BLOCK_S`, so closing is quick), so
 `durables.connect()` reaches the test server. Blocks use `assert` to state what they
-promise, so a block whose output drifts from the text fails too.
+promise, so a block whose output drifts from the text fails too. A reader pastes them one
+after another into one namespace: so they also run all in one, in a random order.
 """
 
 from __future__ import annotations
 
 import os
+import random
 import re
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
 import pytest
@@ -68,6 +71,23 @@ def test_a_runnable_block_runs(
         timeout=60,
     )
     assert done.returncode == 0, f"the block failed:\n{done.stderr}"
+
+
+@pytest.mark.slow
+def test_every_block_runs_beside_every_other_in_one_namespace_in_any_order(
+    server: RedisProcess, tmp_path: Path
+) -> None:
+    url = f"redis://127.0.0.1:{server.port}/0"
+    env = {**os.environ, "DURABLES_URL": url, "DURABLES_NAMESPACE": f"d{uuid.uuid4().hex[:8]}",
+           "DURABLES_BLOCK_S": "0.2"}  # fmt: skip
+    seed = random.randrange(1 << 30)
+    failed = []
+    for at, code in random.Random(seed).sample(BLOCKS, len(BLOCKS)):
+        done = subprocess.run([sys.executable, "-c", code], env=env, cwd=tmp_path,
+                              capture_output=True, text=True, timeout=60)  # fmt: skip
+        if done.returncode != 0:
+            failed.append(f"{at}: {done.stderr.strip().splitlines()[-1:]}")
+    assert failed == [], f"in the order of seed {seed}"
 
 
 def test_most_api_blocks_are_runnable() -> None:

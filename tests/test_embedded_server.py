@@ -104,6 +104,7 @@ def test_ensure_running_starts_a_server_with_aof_and_the_requested_fsync(home: P
     assert config_value(status.port, "bind") == "127.0.0.1"
     assert sorted(p.name for p in home.iterdir()) == [
         "data",
+        "port",
         "server.json",
         "server.lock",
         "server.log",
@@ -273,3 +274,33 @@ def test_a_redis_process_restarted_after_kill9_keeps_data_written_with_fsync_alw
         with server.client() as client:
             assert client.get("greeting") == b"hello"
             assert int(client.info("persistence")["loading"]) == 0
+
+
+def test_the_server_keeps_its_port_across_a_stop_a_crash_and_their_restarts(home: Path) -> None:
+    server = EmbeddedServer(home)
+    first = server.ensure_running()
+
+    server.stop()
+    assert server.start() == first
+    kill9_and_wait(server)
+    assert server.ensure_running() == first
+    assert first == f"redis://127.0.0.1:{(home / 'port').read_text().strip()}/0"
+
+
+def test_a_kept_port_taken_by_another_process_moves_the_server_with_a_warning(
+    home: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    server = EmbeddedServer(home, start_timeout_s=5)
+    server.ensure_running()
+    first_port = server.status().port
+    server.stop()
+
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as holder:
+        holder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # past the TIME_WAITs
+        holder.bind(("127.0.0.1", first_port))
+        holder.listen()
+        moved = server.start()
+
+    assert f":{first_port}/" not in moved
+    assert f"port {first_port}" in caplog.text and "taken" in caplog.text
+    assert (home / "port").read_text().strip() == str(server.status().port)

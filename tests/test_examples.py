@@ -97,15 +97,28 @@ def test_shared_workers_example_deals_jobs_round_robin_to_worker_processes(
     assert lines[-2:] == ["worker-1 took jobs 1 3 5 7 9", "worker-2 took jobs 2 4 6 8 10"]
 
 
-def test_serial_pair_example_posts_every_step_in_publish_order(
+def test_serial_pair_example_passes_the_line_between_its_consumers_in_publish_order(
     server_url: str, namespace: str
 ) -> None:
     lines = run_example("serial_pair.py", server_url, namespace, "--steps", "8")
-    steps = [line.split() for line in lines[:-1]]
-    assert [int(words[-1]) for words in steps] == list(range(1, 9))
-    assert {words[0] for words in steps} <= {"left", "right"}
-    assert all(words[1:3] == ["posted", "step"] for words in steps)
+    assert lines[:-1] == [
+        f"{name} posted step {step} ({other} was given 0)"
+        for step, (name, other) in enumerate([("left", "right"), ("right", "left")] * 4, 1)
+    ]
     assert lines[-1] == "8 steps posted, in publish order: yes"
+
+
+def test_exclusive_consumer_example_acknowledges_only_the_events_it_printed(
+    server_url: str, namespace: str
+) -> None:
+    ids = run_example("producer.py", server_url, namespace, "--count", "10")
+    first = run_example("exclusive_consumer.py", server_url, namespace, "--count", "3")
+    rest = run_example("exclusive_consumer.py", server_url, namespace, "--idle", "1")
+
+    assert [line.split()[0] for line in first[:-1]] == ids[:3]
+    assert first[-1] == "received 3 events; depth now 7"
+    assert [line.split()[0] for line in rest[:-1]] == ids[3:]
+    assert rest[-1] == "received 7 events; depth now 0"
 
 
 def test_session_cache_example_replays_without_touching_the_cache_then_goes_live(

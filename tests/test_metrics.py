@@ -193,6 +193,38 @@ def test_serve_answers_scrapes_over_http_until_terminated(
     assert err.decode() == ""
 
 
+@pytest.mark.slow
+def test_serve_says_up_0_while_the_server_is_away_at_the_start_and_after_a_long_outage(
+    fresh_server: RedisProcess,
+) -> None:
+    fresh_server.stop()
+    port = free_port()
+    proc = subprocess.Popen(
+        [str(SCRIPT), "--url", fresh_server.url, "--namespace", "m", "metrics", "--serve",
+         str(port)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        env={**os.environ, "DURABLES_CONNECT_TIMEOUT_S": "1"},
+    )  # fmt: skip
+    url = f"http://127.0.0.1:{port}/metrics"
+
+    def up() -> float:
+        return samples(scrape(url, time.monotonic() + SERVE_TIMEOUT_S))[("durables_up", ())]
+
+    try:
+        assert up() == 0  # no server at the start: served all the same
+        fresh_server.start()
+        assert up() == 1
+        fresh_server.kill9()
+        time.sleep(3)  # past the command's reconnect timeout (2 s): that client gave up
+        assert up() == 0
+        fresh_server.start()
+        assert up() == 1  # connected anew
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=SERVE_TIMEOUT_S)
+    assert proc.returncode == exits.OK
+
+
 def test_serve_on_a_port_in_use_fails_with_one_line(cli: Cli) -> None:
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))

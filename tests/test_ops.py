@@ -17,11 +17,11 @@ from durables.ops import channels, sessions
 from durables.ops import durables as durable_ops
 from durables.ops.base import Op, command
 from durables.ops.exclusive import ExclusiveCursor
+from durables.ops.sessions import interest_matches
 from durables.ops.shared import SharedHandout
 from durables.records import DurableSpec, Interest
 from durables.replies import translate
 from durables.selector import compile_filter
-from durables.session_delivery import interest_matches
 
 K = keys.ChannelKeys("ns", "orders")
 
@@ -46,23 +46,25 @@ def test_a_command_is_sent_as_it_is_written() -> None:
 
 
 def test_a_script_call_is_evalsha_with_its_keys_then_its_args() -> None:
-    op = channels.publish(K, Batch.of((b"data", b"", b"", b"", b"m-1")), dedupe_window_ms=5000)
+    op = channels.publish(K, Batch.of((b"data", b"", b"", b"", b"m-1")), 5000, "p.0", 7)
     sha = scripts.sha("publish")
     assert op.wire(sha) == (
-        "EVALSHA", sha, 9, K.stream, K.meta, K.session_trips, K.session_limits, K.overflowed,
-        K.last_values, K.last_ids, K.message_ids, K.message_times,
-        5000, b"x", b"data", b"", b"", b"", b"m-1",
+        "EVALSHA", sha, 10, K.stream, K.meta, K.producers, K.session_trips, K.session_limits,
+        K.overflowed, K.last_values, K.last_ids, K.message_ids, K.message_times,
+        5000, b"x", "p.0", 7, b"data", b"", b"", b"", b"m-1",
     )  # fmt: skip
-    assert wire_bytes(op).startswith(b"*19\r\n$7\r\nEVALSHA\r\n$40\r\n" + sha.encode())
+    assert wire_bytes(op).startswith(b"*22\r\n$7\r\nEVALSHA\r\n$40\r\n" + sha.encode())
 
 
 def test_a_publish_of_plain_events_names_only_the_keys_it_may_touch() -> None:
-    op = channels.publish(K, Batch.of((b"a", b"", b"", b"", b""), (b"b", b"", b"{}", b"", b"")))
-    assert op.wire("sha")[:8] == (
-        "EVALSHA", "sha", 5, K.stream, K.meta, K.session_trips, K.session_limits, K.overflowed,
+    plain = Batch.of((b"a", b"", b"", b"", b""), (b"b", b"", b"{}", b"", b""))
+    op = channels.publish(K, plain, 0, "p.0", 1)
+    assert op.wire("sha")[:9] == (
+        "EVALSHA", "sha", 6, K.stream, K.meta, K.producers, K.session_trips, K.session_limits,
+        K.overflowed,
     )  # fmt: skip
-    keyed = channels.publish(K, Batch.of((b"a", b"", b"", b"", b""), (b"b", b"k1", b"", b"", b"")))
-    assert keyed.wire("sha")[2] == 9
+    keyed = Batch.of((b"a", b"", b"", b"", b""), (b"b", b"k1", b"", b"", b""))
+    assert channels.publish(K, keyed, 0, "p.0", 1).wire("sha")[2] == 10
 
 
 def test_a_batch_sends_each_event_with_only_the_values_its_shape_names() -> None:
@@ -73,9 +75,9 @@ def test_a_batch_sends_each_event_with_only_the_values_its_shape_names() -> None
         (b"", b"k1", b"", b"destroy", b""),
         (b"acked", b"", b"", b"ack:500", b""),
     )
-    op = channels.publish(K, batch)
+    op = channels.publish(K, batch, 0, "p.0", 1)
     assert op.args == (
-        0, b"dpkxx", b"plain", b"with-props", b'{"n":1}', b"keyed", b"k1", b"",
+        0, b"dpkxx", "p.0", 1, b"plain", b"with-props", b'{"n":1}', b"keyed", b"k1", b"",
         b"", b"k1", b"", b"destroy", b"", b"acked", b"", b"", b"ack:500", b"",
     )  # fmt: skip
 
@@ -97,7 +99,7 @@ def test_script_shas_are_the_sha1_of_the_spliced_source() -> None:
 
 def test_every_key_of_a_channel_operation_shares_the_channel_hash_tag() -> None:
     ops: list[Op[Any]] = [
-        channels.publish(K, Batch()),
+        channels.publish(K, Batch(), 0, "p.0", 1),
         durable_ops.delete(K, "d"),
         ExclusiveCursor(K, "d", "t", lease_ms=1000, batch=10).attach(),
         *SharedHandout(K, "d", "shared", "c#1", window=2, lease_ms=1000).release([]),

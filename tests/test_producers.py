@@ -3,14 +3,20 @@ once, and a publish that asked for replicas never reports a success it did not g
 
 from __future__ import annotations
 
+import threading
 import time
+from typing import Any
 
 import pytest
 
 import durables
+from durables.events import Batch, encode_event
+from durables.ops import channels as channel_ops
 
 from .conftest import FAST
+from .faultproxy import FaultProxy
 from .helpers import wait_for
+from .servers import RedisProcess
 
 
 def test_the_same_message_id_is_stored_once_and_its_first_id_returned(
@@ -29,6 +35,91 @@ def test_the_same_message_id_is_stored_once_and_its_first_id_returned(
     with channel.durable("audit").consumer() as c:
         texts = [e.text for e in c.fetch(timeout=1)]
     assert texts == ["order 17", "order 18", "a", "no id"]
+
+
+def test_every_event_carries_its_message_id_the_producers_own_when_none_was_given(
+    channel: durables.Channel,
+) -> None:
+    channel.publish("a")
+    channel.publish_many([durables.Message("b"), durables.Message("c", message_id="order-9"),
+                          durables.Message("d", key="k", properties={"n": 1})])  # fmt: skip
+    channel.publish("e", properties={"region": "eu"}, ack_required=True)
+    with channel.durable("audit").consumer() as c:
+        got = {e.text: e.message_id for e in c.fetch(timeout=1)}
+    producer = channel.ctx.producer.id
+    assert got["c"] == "order-9"
+    own = {text: mid for text, mid in got.items() if text != "c"}
+    assert all(mid and mid.startswith(f"{producer}.") for mid in own.values()), got
+    assert len(set(own.values())) == 4  # one sequence number each
+
+
+def _raw_publish(channel: durables.Channel, lane: str, sequence: int, *texts: str) -> list[str]:
+    """Send a publish as the library's retry sends it again: the same lane and sequence."""
+    encoded = [encode_event(t, None, None, 1 << 20) for t in texts]
+    op = channel_ops.publish(channel.keys, Batch.of(*encoded), 300_000, lane, sequence)
+    return channel.executor.run(op)
+
+
+def test_a_publish_sent_again_with_its_sequence_is_stored_once_and_gets_its_ids_again(
+    channel: durables.Channel,
+) -> None:
+    first = _raw_publish(channel, "p.0", 1, "a", "b", "c")
+    assert _raw_publish(channel, "p.0", 1, "a", "b", "c") == first
+    other = _raw_publish(channel, "p.1", 1, "x")  # another producer's sequence 1
+    assert _raw_publish(channel, "p.0", 4, "d")[0] not in first
+    assert channel.info().length == 5 and other[0] not in first
+    with pytest.raises(durables.StalePublishError, match="superseded"):
+        _raw_publish(channel, "p.0", 1, "a", "b", "c")  # a stale copy, landing late
+    assert channel.info().length == 5
+
+
+def test_a_retried_publish_mixing_new_and_known_message_ids_gets_the_same_ids_again(
+    channel: durables.Channel,
+) -> None:
+    known = channel.publish("m", message_id="m-1")
+    batch = Batch.of(
+        encode_event("m again", None, None, 1 << 20, message_id="m-1"),
+        encode_event("keyed", "k1", None, 1 << 20),
+        encode_event("plain", None, None, 1 << 20),
+        encode_event("new id", None, None, 1 << 20, message_id="m-2"),
+    )
+    op = channel_ops.publish(channel.keys, batch, 300_000, "p.0", 1)
+    ids = channel.executor.run(op)
+    assert ids[0] == known and channel.executor.run(op) == ids
+    assert channel.info().length == 4
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("lands_first", ["the first copy", "the retry"])
+def test_a_publish_held_in_a_stalled_network_and_sent_again_is_stored_once(
+    server: RedisProcess, server_url: str, namespace: str, lands_first: str
+) -> None:
+    """The request sits in a stalled connection; the heartbeat notices and the library
+    sends it again on a new one. When the network heals both copies land, in either order:
+    stored once, and the id returned is the one stored."""
+    with (
+        FaultProxy(server.port) as proxy,
+        durables.connect(proxy.url, namespace=namespace, **FAST) as far,
+        durables.connect(server_url, namespace=namespace, **FAST) as near,
+    ):
+        ch = far.channel("orders")
+        ch.publish("before")
+        returned: list[str] = []
+        proxy.stall()
+        publisher = threading.Thread(target=lambda: returned.append(ch.publish("held")))
+        publisher.start()
+        assert wait_for(lambda: far.state == "reconnecting", 10)
+        if lands_first == "the retry":
+            proxy.stall(later=False)  # new connections pass; the first copy stays held
+            assert wait_for(lambda: returned, 10)
+        proxy.stall(False)  # the network heals: whatever is held lands now
+        publisher.join(15)
+        time.sleep(0.3)  # the first copy's landing, when it lands last
+        near_ch = near.channel("orders")
+        near_ch.publish("after")
+        entries: Any = near.redis.xrange(near_ch.keys.stream)
+        assert [fields[b"d"] for _, fields in entries] == [b"before", b"held", b"after"]
+        assert [entries[1][0]] == [r.encode() for r in returned]
 
 
 def test_a_message_id_is_forgotten_after_the_dedupe_window(server_url: str, namespace: str) -> None:

@@ -15,6 +15,7 @@ import durables
 
 from .conftest import FAST
 from .helpers import command_calls
+from .session_support import Recorder, wait_for
 
 AWAY_S = FAST["lease_timeout_s"] * 1.5
 """Long enough for the server to see a session as away (its consumer idle past its lease)."""
@@ -79,9 +80,38 @@ def test_the_limit_expands_while_away_and_reverts_at_80_percent_event_by_event(
     s.close()
 
 
-def test_overflow_close_discards_the_queue_and_closes_the_session_with_a_warning(
+@pytest.mark.both_clients
+def test_a_session_closed_with_keepalive_has_the_larger_limit_at_once(
+    client: durables.Client,
+) -> None:
+    """Away by its own word: no wait for the server to see its consumer idle."""
+    ch = client.channel("orders")
+    limits: dict[str, Any] = {"max_depth": 3, "disconnected_max_depth": 5}
+    s = client.session("phone", timeout=60, **limits)
+    s.register_interest("orders")
+    s.ready_for_events()
+    time.sleep(0.3)  # its consumer has read: the server has seen it lately
+    s.close(keepalive=True)
+    for i in range(1, 6):
+        ch.publish(f"e{i}")  # 5 > max_depth: only the disconnected limit lets them stay
+    rec = Recorder()
+    back = client.session("phone", timeout=60, **limits)
+    assert (back.resumed, back.state) == (True, "connected")
+    info = back.info()
+    assert (info.depth, info.queue_limit) == (5, 5)
+    back.add_listener("orders", rec)
+    back.ready_for_events()
+    wait_for(rec, 5)
+    assert [text for kind, text, _ in rec.log if kind == "event"] == [f"e{i}" for i in range(1, 6)]
+    back.close()
+
+
+@pytest.mark.both_clients
+def test_a_session_closed_by_an_overflow_while_away_starts_anew_with_an_alert(
     client: durables.Client, caplog: pytest.LogCaptureFixture
 ) -> None:
+    """The queue is discarded at the first event beyond the limit; coming back is as after
+    a timeout: a new session (nothing old replayed), the closing logged and recorded."""
     ch = client.channel("orders")
     away_session(client, "small", max_depth=3)
     time.sleep(AWAY_S)
@@ -89,10 +119,40 @@ def test_overflow_close_discards_the_queue_and_closes_the_session_with_a_warning
         ch.publish(f"e{i}")  # the 4th is beyond the limit: the queue goes
     with caplog.at_level(logging.WARNING):
         s = client.session("small", timeout=60, max_depth=3)
-        assert s.state == "closed"
+    assert (s.resumed, s.state) == (False, "connected")
+    assert s.interests == {}
     assert any("'small' was closed" in r.getMessage() for r in caplog.records)
     assert any("'small' was closed" in a["message"] for a in client.alerts())
+    rec = Recorder()
+    s.register_interest("orders")
+    s.add_listener("orders", rec)
+    s.ready_for_events()
+    ch.publish("e5")
+    wait_for(rec, 1)
+    time.sleep(0.3)
+    assert [text for kind, text, _ in rec.log if kind == "event"] == ["e5"]
+    assert s.info().queue_limit == 3
+    s.close(keepalive=False)
     assert "small" not in [r.id for r in client.sessions()]
+
+
+@pytest.mark.both_clients
+def test_housekeeping_removes_a_session_an_overflow_closed_while_away_with_an_alert(
+    client: durables.Client,
+) -> None:
+    """The alert is recorded whether the session comes back or not."""
+    ch = client.channel("orders")
+    away_session(client, "small", max_depth=3)
+    time.sleep(AWAY_S)
+    for i in range(1, 5):
+        ch.publish(f"e{i}")
+    report = client.housekeep()
+    assert (report.closed_sessions, report.expired_sessions) == (["small"], [])
+    assert any("'small' was closed" in a["message"] for a in client.alerts())
+    assert "small" not in [r.id for r in client.sessions()]
+    s = client.session("small", timeout=60, max_depth=3)
+    assert (s.resumed, s.state) == (False, "connected")
+    s.close(keepalive=False)
 
 
 def test_overflow_drop_oldest_keeps_the_newest_and_says_how_many_went(

@@ -71,12 +71,15 @@ class AsyncChannel(ChannelCore):
     async def durable(
         self,
         name: str,
-        kind: Kind = "exclusive",
-        start: str = "earliest",
+        kind: Kind | None = None,
+        start: str | None = None,
         filter: str | None = None,
         max_deliveries: int | None = None,
     ) -> AsyncDurable:
-        """Get or create a durable; `DurableExistsError` if it exists with another kind/filter."""
+        """Get or create a durable: with no kind, the one of that name whatever its kind, else
+        a new exclusive one; `start` ('earliest' when None) applies when it is created.
+        `DurableExistsError` if it exists with another kind (when given) or filter (compared
+        by meaning: `region='eu'` is `region = 'eu'`)."""
         flow = creating(self.keys, name, kind, start, filter, max_deliveries)
         return AsyncDurable(self.ctx, self.keys, name, *await self.executor.drive(flow))
 

@@ -7,9 +7,12 @@ from collections.abc import Callable
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
+from redis.exceptions import RedisError
+
 from .. import session_store
 from ..channel import channel_infos, channel_options
 from ..client import HEARTBEAT_TIMEOUT_FRACTION
+from ..contact import contact_error
 from ..figures import Figures, read_figures
 from ..housekeeping import housekeep
 from ..ops import channels as channel_ops
@@ -19,12 +22,14 @@ from ..retention import tidy_channel
 from ..server import EmbeddedServer
 from ..session_core import Overflow
 from ..settings import Settings, checked_settings, load_settings
-from ..urls import parse_url, redact, tls_options
+from ..urls import parse_url, tls_options
+from . import cluster
 from .channel import AsyncChannel, get_channel, open_channel
 from .context import AsyncContext
 from .executor import AsyncExecutor
 from .runtime import AsyncAckFlusher, AsyncHeartbeat, AsyncHousekeeper, AsyncRuntime
 from .session import AsyncSession
+from .transport import close as close_redis
 from .transport import connect as open_redis
 
 if TYPE_CHECKING:
@@ -52,15 +57,15 @@ class AsyncClient:
         self.server_version = ""
         beat_timeout = max(0.05, settings.lease_timeout_s * HEARTBEAT_TIMEOUT_FRACTION)
         quick = min(beat_timeout, settings.connect_timeout_s)
-        tls = tls_options(parse_url(self.url), settings.tls_ca_file, settings.tls_cert_file,
-                          settings.tls_key_file)  # fmt: skip
+        self._tls = tls = tls_options(parse_url(self.url), settings.tls_ca_file,
+                                      settings.tls_cert_file, settings.tls_key_file)  # fmt: skip
         executor = AsyncExecutor(
             open_redis(self.url, settings.socket_timeout_s, settings.connect_timeout_s, tls),
             reconnect_timeout_s=settings.reconnect_timeout_s,
             probe=open_redis(self.url, beat_timeout, quick, tls),
         )
         heartbeat = AsyncHeartbeat(
-            AsyncExecutor(open_redis(self.url, beat_timeout, quick, tls)),
+            AsyncExecutor(open_redis(self.url, beat_timeout, quick, tls), reports=False),
             int(settings.lease_timeout_s * 1000),
             on_failure=self._heartbeat_failed,
         )
@@ -72,10 +77,7 @@ class AsyncClient:
     async def start(self) -> None:
         """Check the server and load the scripts (done by `connect()`)."""
         try:
-            info = await self.ctx.executor.run(
-                server_ops.info(f"cannot reach {redact(self.url)}"),
-                retry=False,
-            )
+            info = await self._first_contact()
             self.server_version = server_ops.check_version(info)
             await self.ctx.executor.load_scripts()
         except BaseException:
@@ -83,6 +85,20 @@ class AsyncClient:
             await self.ctx.executor.close()
             raise
         self.ctx.runtime.heartbeat.start()
+
+    async def _first_contact(self) -> dict[str, object]:
+        """The server's INFO, asked as `durables.client.first_contact` asks it."""
+        timeout_s = self.settings.connect_timeout_s
+        server = open_redis(self.url, timeout_s, timeout_s, self._tls)
+        op = server_ops.info("")
+        try:
+            if isinstance(server, cluster.RedisCluster):
+                return op.parse(await cluster.send(server, op.args))
+            return op.parse(await server.execute_command(*op.args))  # type: ignore[no-untyped-call]
+        except RedisError as exc:
+            raise contact_error(exc, parse_url(self.url), timeout_s) from exc
+        finally:
+            await close_redis(server)
 
     async def _heartbeat_failed(self) -> None:
         if self.ctx.executor.state == "connected":
@@ -143,12 +159,13 @@ class AsyncClient:
         overflow: Overflow = "close",
         recovery_buffer: int | None = None,
         auto_ack: bool = True,
+        replicated: int = 0,
     ) -> AsyncSession:
         """Create or resume the durable client session `session_id` (see `Client.session`)."""
         session = AsyncSession(
             self.ctx, session_id, timeout, max_depth=max_depth,
             disconnected_max_depth=disconnected_max_depth, overflow=overflow,
-            recovery_buffer=recovery_buffer, auto_ack=auto_ack,
+            recovery_buffer=recovery_buffer, auto_ack=auto_ack, replicated=replicated,
         )  # fmt: skip
         await session.open()
         return session

@@ -79,6 +79,11 @@ class AsyncConsumer(Fetching):
         return self.reader.discarded
 
     @property
+    def lost_acks(self) -> int:
+        """As the sync consumer's `lost_acks`."""
+        return self.reader.lost_acks
+
+    @property
     def notices(self) -> list[str]:
         return self.reader.notices
 

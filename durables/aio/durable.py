@@ -66,11 +66,13 @@ class AsyncDurable(DurableCore):
         auto_ack: bool | None = None,
         filter: str | None = None,
         on_notice: Callable[[str], object] | None = None,
+        replicated: int = 0,
     ) -> AsyncConsumer:
         """A consumer: `async with durable.consumer(...) as c`, or `c = await durable.consumer()`
-        (then `await c.close()`). Attached from then until closed."""
+        (then `await c.close()`). Attached from then until closed. `replicated` as for the
+        sync client's consumers."""
         check_prefetch(self.kind, self.name, prefetch)
-        return self._consumer(name, prefetch, auto_ack, filter, on_notice)
+        return self._consumer(name, prefetch, auto_ack, filter, on_notice, replicated)
 
     def _consumer(
         self,
@@ -79,8 +81,9 @@ class AsyncDurable(DurableCore):
         auto_ack: bool | None,
         filter: str | None = None,
         on_notice: Callable[[str], object] | None = None,
+        replicated: int = 0,
     ) -> AsyncConsumer:
-        plan = self._plan(name, window, auto_ack, filter)
+        plan = self._plan(name, window, auto_ack, filter, replicated)
         reader: AsyncReader
         if self.kind == "exclusive":
             reader = AsyncExclusiveReader(self.ctx, self.keys, self.name, plan.name,
@@ -88,6 +91,7 @@ class AsyncDurable(DurableCore):
         else:
             reader = AsyncSharedReader(self.ctx, self.keys, self.name, self.kind, plan.name,
                                        plan.window, plan.own, on_notice)  # fmt: skip
+        reader.replicated = plan.replicated
         return AsyncConsumer(reader, auto_ack=plan.auto_ack, label=repr(self),
                              block_s=self.ctx.settings.block_s,
                              acks=self.ctx.runtime.acks)  # fmt: skip
@@ -101,11 +105,13 @@ class AsyncDurable(DurableCore):
         name: str | None = None,
         filter: str | None = None,
         on_notice: Callable[[str], object] | None = None,
+        replicated: int = 0,
     ) -> AsyncSubscription:
         """Deliver events to `listener(event)` (sync or async) from a task until `close()`."""
         window = subscription_window(self.kind, self.name, window,
                                      self.ctx.settings.client_queue_window)  # fmt: skip
-        consumer = await self._consumer(name, window, auto_ack, filter, on_notice).attach()
+        consumer = self._consumer(name, window, auto_ack, filter, on_notice, replicated)
+        consumer = await consumer.attach()
         return AsyncSubscription(consumer, listener, self.ctx.runtime).start()
 
 

@@ -45,10 +45,11 @@ class AsyncExecutor:
         *,
         reconnect_timeout_s: float = 0.0,
         probe: AsyncServer | None = None,
+        reports: bool = True,
     ) -> None:
         self.redis = redis
         self._probe = probe or redis
-        self.link = Link(reconnect_timeout_s)
+        self.link = Link(reconnect_timeout_s, reports=reports)
         self._direct = None if isinstance(redis, cluster.RedisCluster) else AsyncConnections(redis)
 
     @property

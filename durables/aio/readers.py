@@ -29,6 +29,7 @@ class AsyncReader(FetchReader, Protocol):
     stops_on_error: bool
     notices: list[str]
     executor: AsyncExecutor
+    lost_acks: int
 
     @property
     def discarded(self) -> int: ...
@@ -94,8 +95,7 @@ class AsyncExclusiveReader(ExclusiveLoop):
         return [] if op is None else [op]
 
     async def send(self, ops: Sequence[Op[Any]]) -> None:
-        await self.executor.run_all(ops)
-        self._touched()
+        await self.executor.drive(self.sending(ops))
 
     async def release(self, unhanded: Sequence[Event]) -> None:
         await self.executor.drive(self.releasing(unhanded))
@@ -143,8 +143,7 @@ class AsyncSharedReader(SharedLoop):
         return [] if op is None else [op]
 
     async def send(self, ops: Sequence[Op[Any]]) -> None:
-        await self.executor.run_all(ops)
-        self._touched()
+        await self.executor.drive(self.sending(ops))
 
     async def release(self, unhanded: Sequence[Event]) -> None:
         await self.executor.drive(self.releasing(unhanded))

@@ -47,11 +47,14 @@ class AsyncSession(SessionCore):
         overflow: Overflow = "close",
         recovery_buffer: int | None = None,
         auto_ack: bool = True,
+        replicated: int = 0,
     ) -> None:
         super().__init__(
             ctx, session_id, timeout, max_depth=max_depth,
             disconnected_max_depth=disconnected_max_depth, overflow=overflow,
             recovery_buffer=recovery_buffer, auto_ack=auto_ack, lock=nullcontext(),
+            replicated=replicated,
+            gate=asyncio.Event,
         )  # fmt: skip
         self.executor = ctx.executor
 
@@ -130,9 +133,10 @@ class AsyncDelivery(DeliveryLoop["AsyncContext"]):
             session.ctx, session.id, interests, session.markers, session.listeners,
             session.cache, outage=session.lost_connection, away=session.away,
             resume=session.resuming,
-            queue_gone=session.queue_gone, batch=session.recovery_buffer,
+            queue_gone=session.queue_gone, ended=session.ended, batch=session.recovery_buffer,
             auto_ack=session.auto_ack, clock_offset_ms=session._clock_offset_ms,
         )  # fmt: skip
+        self.replicated = session.replicated
         self.executor = session.executor
         self.runtime = session.ctx.runtime
         self._task: asyncio.Task[None] | None = None

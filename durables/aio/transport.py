@@ -19,7 +19,7 @@ from redis.exceptions import RedisClusterException
 from ..errors import ConfigError
 from ..replies import AS_SENT, as_sent
 from ..transport import reading_as_sent
-from ..urls import ServerUrl, parse_url, redact
+from ..urls import ServerUrl, parse_url
 from . import cluster
 from .cluster import AsyncServer
 
@@ -47,7 +47,7 @@ def connect(
     try:
         return reading_as_sent(aioredis.Redis.from_url(parsed.url, **options))
     except ValueError as exc:
-        raise ConfigError(f"malformed server URL {parsed.url!r}: {exc}") from None
+        raise ConfigError(f"malformed server URL {parsed.shown!r}: {exc}") from None
 
 
 def _sentinel(url: ServerUrl, options: dict[str, Any]) -> aioredis.Redis:
@@ -66,14 +66,14 @@ def _sentinel(url: ServerUrl, options: dict[str, Any]) -> aioredis.Redis:
 
 def _cluster(url: ServerUrl, options: dict[str, Any]) -> RedisCluster:
     if url.db:
-        raise ConfigError(f"a cluster has database 0 only, not {url.db} ({redact(url.url)!r})")
+        raise ConfigError(f"a cluster has database 0 only, not {url.db} ({url.shown!r})")
     try:
         server = RedisCluster(
             startup_nodes=[ClusterNode(h, p) for h, p in url.hosts],
             username=url.username, password=url.password, ssl=url.tls, **options,
         )  # fmt: skip
     except RedisClusterException as exc:
-        raise ConfigError(f"cannot use the cluster URL {redact(url.url)!r}: {exc}") from None
+        raise ConfigError(f"cannot use the cluster URL {url.shown!r}: {exc}") from None
     for name in AS_SENT:  # its nodes, those made later too, share its callbacks
         server.set_response_callback(name, as_sent)
     return server

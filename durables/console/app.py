@@ -34,7 +34,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from durables.errors import ConnectionLostError, DurablesError
-from durables.urls import redact
+from durables.urls import shown
 
 from . import actions, views
 from .live import Live
@@ -135,7 +135,7 @@ class Pages:
 
     def server_url(self) -> str:
         client = self.live.current
-        return redact(client.url if client is not None else self.config.url or "embedded server")
+        return shown(client.url if client is not None else self.config.url or "embedded server")
 
     async def overview(self, request: Request) -> Response:
         figures = self.live.figures

@@ -2,15 +2,17 @@
 -- channel also keeps the last value (and its event id) of every key.
 -- KEYS[1]  the channel's stream
 -- KEYS[2]  the channel's meta hash
--- KEYS[3]  the channel's session trip points (zset: session id -> publish count to check at)
--- KEYS[4]  the channel's session queue limits (hash, lib/queue_limits.lua)
--- KEYS[5]  the channel's overflowed sessions (hash)
--- KEYS[6]  the channel's last-value hash (key -> data), used when the channel is keyed
--- KEYS[7]  the channel's last-id hash (key -> event id), used when the channel is keyed
--- KEYS[8]  the channel's producer message ids (hash: message id -> event id)
--- KEYS[9]  the channel's producer message ids by time (zset: message id -> server ms)
---          KEYS[6..9] are used by 'k' and 'x' events alone: a call of 'd' and 'p' events
---          may name only the first five (each key costs the server about 1,200
+-- KEYS[3]  the channel's producers (hash: producer id -> '<sequence> <first event id>' of
+--          its last call here)
+-- KEYS[4]  the channel's session trip points (zset: session id -> publish count to check at)
+-- KEYS[5]  the channel's session queue limits (hash, lib/queue_limits.lua)
+-- KEYS[6]  the channel's overflowed sessions (hash)
+-- KEYS[7]  the channel's last-value hash (key -> data), used when the channel is keyed
+-- KEYS[8]  the channel's last-id hash (key -> event id), used when the channel is keyed
+-- KEYS[9]  the channel's producer message ids (hash: message id -> event id)
+-- KEYS[10] the channel's producer message ids by time (zset: message id -> server ms)
+--          KEYS[7..10] are used by 'k' and 'x' events alone: a call of 'd' and 'p' events
+--          may name only the first six (each key costs the server about 1,200
 --          instructions, 6 % of a single publish).
 -- ARGV[1]  the dedupe window in milliseconds
 -- ARGV[2]  the shape: one letter per event, saying which values follow for it (most
@@ -25,9 +27,16 @@
 --               'ackreq' for housekeeping),
 --               the producer's message id ('' = none): one seen within the window is not
 --               stored again, and the first event's id is returned for it.
--- ARGV[3..] the events' values, in order.
+-- ARGV[3]  the producer id: the client's, one per publish in flight (a lane)
+-- ARGV[4]  the call's sequence number: the first event's; the others follow it. A lane's
+--          calls arrive in sequence, so the same number again is the library's retry of a
+--          call whose reply was lost (stored once: its ids are returned), and a smaller
+--          one is a stale copy that landed after its retry (STALE). Every event is stored
+--          with its message id, field 'm': the producer's own, or '<producer>:<sequence>'.
+-- ARGV[5..] the events' values, in order.
 -- Returns  the event ids, in order.
--- Errors   NOCHANNEL (no meta: the channel was deleted), FULL <capacity> (rule 'reject').
+-- Errors   NOCHANNEL (no meta: the channel was deleted), FULL <capacity> (rule 'reject'),
+--          STALE (a copy of a call superseded by a later one of its producer).
 -- While a session has a queue limit on the channel (a trip point), the meta hash counts
 -- the events published ('published') and sessions whose queue may have reached its
 -- limit are checked (lib/queue_limits.lua). Trip points are relative to that count, so it
@@ -39,15 +48,61 @@ local meta = redis.call('HMGET', KEYS[2], 'created_ms', 'capacity', 'full', 'key
 if not meta[1] then
   return redis.error_reply('NOCHANNEL the channel does not exist')
 end
+local call, byte = redis.call, string.byte
 local shape = ARGV[2]
 local n = #shape
-local capacity = tonumber(meta[2])
-if capacity and meta[3] ~= 'drop_oldest' and redis.call('XLEN', KEYS[1]) + n > capacity then
-  return redis.error_reply('FULL ' .. capacity)
-end
-local call, byte = redis.call, string.byte
 local stream, keyed = KEYS[1], meta[4] == '1'
 local window, now = tonumber(ARGV[1]), nil
+local producer, seq = ARGV[3], tonumber(ARGV[4])
+local tag = producer .. ':'
+local DATA, PROPS, KEYED, FULL = byte('d'), byte('p'), byte('k'), byte('x')
+
+-- The producer's last call here: the same sequence again is its retry, a smaller one stale.
+local last = call('HGET', KEYS[3], producer)
+if last then
+  local space = string.find(last, ' ', 1, true)
+  local last_seq = tonumber(string.sub(last, 1, space - 1))
+  if seq < last_seq then
+    return redis.error_reply('STALE a later publish of this producer was stored first')
+  end
+  if seq == last_seq then
+    -- Stored before: the ids it got, found by each event's message id among the entries
+    -- the call appended (one atomic call: they follow its first id), or in the message
+    -- ids of a producer-given id that was a duplicate then.
+    local first = string.sub(last, space + 1)
+    local found, ids, at = {}, {}, 5
+    if first ~= '' then
+      for _, entry in ipairs(call('XRANGE', stream, first, '+', 'COUNT', n)) do
+        local f = entry[2]
+        for j = 1, #f - 1, 2 do
+          if f[j] == 'm' then
+            found[f[j + 1]] = entry[1]
+            break
+          end
+        end
+      end
+    end
+    for i = 1, n do
+      local s, mid = byte(shape, i), tag .. (seq + i - 1)
+      if s == FULL then
+        if ARGV[at + 4] ~= '' then
+          mid = ARGV[at + 4]
+        end
+        at = at + 5
+      else
+        at = at + (s == DATA and 1 or s == PROPS and 2 or 3)
+      end
+      ids[i] = found[mid] or (KEYS[9] and call('HGET', KEYS[9], mid)) or first
+    end
+    return ids
+  end
+end
+
+local capacity = tonumber(meta[2])
+if capacity and meta[3] ~= 'drop_oldest' and call('XLEN', stream) + n > capacity then
+  return redis.error_reply('FULL ' .. capacity)
+end
+local first = nil  -- the first id this call appends
 
 -- Any event but the plainest: a key, an op or a message id. Made only for a call that has
 -- one: making the closure costs the server about 3,000 instructions, 4 % of a single
@@ -55,29 +110,29 @@ local window, now = tonumber(ARGV[1]), nil
 -- line.)
 local publish_one
 if string.find(shape, '[kx]') then
-publish_one = function(data, key, props, op, mid)
+publish_one = function(data, key, props, op, mid, own)
   local id
   if mid ~= '' then
     if now == nil then
 --@include clock
       now = now_ms()
-      local old = call('ZRANGEBYSCORE', KEYS[9], '-inf', now - window, 'LIMIT', 0, 1000)
+      local old = call('ZRANGEBYSCORE', KEYS[10], '-inf', now - window, 'LIMIT', 0, 1000)
       if #old > 0 then
-        call('HDEL', KEYS[8], unpack(old))
-        call('ZREM', KEYS[9], unpack(old))
+        call('HDEL', KEYS[9], unpack(old))
+        call('ZREM', KEYS[10], unpack(old))
       end
     end
-    id = call('HGET', KEYS[8], mid)
+    id = call('HGET', KEYS[9], mid)
     if id then
       return id  -- stored before: its first id stands
     end
   end
   if op == 'destroy' then
-    id = call('XADD', stream, '*', 'd', data, 'k', key, 'o', op)
+    id = call('XADD', stream, '*', 'd', data, 'm', own, 'k', key, 'o', op)
   else
-    local fields = {'d', data}
+    local fields = {'d', data, 'm', mid ~= '' and mid or own}
     if op ~= '' then  -- 'ack:<ms>'
-      fields[3], fields[4] = 'a', string.sub(op, 5)
+      fields[5], fields[6] = 'a', string.sub(op, 5)
       call('HSET', KEYS[2], 'ackreq', 1)
     end
     if key ~= '' then
@@ -88,51 +143,70 @@ publish_one = function(data, key, props, op, mid)
     end
     id = call('XADD', stream, '*', unpack(fields))
   end
+  first = first or id
   if mid ~= '' then
-    call('HSET', KEYS[8], mid, id)
-    call('ZADD', KEYS[9], now, mid)
+    call('HSET', KEYS[9], mid, id)
+    call('ZADD', KEYS[10], now, mid)
   end
   if keyed and key ~= '' then
     if op == 'destroy' then
-      call('HDEL', KEYS[6], key)
       call('HDEL', KEYS[7], key)
+      call('HDEL', KEYS[8], key)
     else
-      call('HSET', KEYS[6], key, data)
-      call('HSET', KEYS[7], key, id)
+      call('HSET', KEYS[7], key, data)
+      call('HSET', KEYS[8], key, id)
     end
   end
   return id
 end
 end
 
-local DATA, PROPS, KEYED = byte('d'), byte('p'), byte('k')
 local ids = {}
-local at = 3
+local at = 5
 for i = 1, n do
   local s = byte(shape, i)
   if s == PROPS then
-    ids[i] = call('XADD', stream, '*', 'd', ARGV[at], 'p', ARGV[at + 1])
+    ids[i] = call('XADD', stream, '*', 'd', ARGV[at], 'm', tag .. (seq + i - 1), 'p', ARGV[at + 1])
+    first = first or ids[i]
     at = at + 2
   elseif s == DATA then
-    ids[i] = call('XADD', stream, '*', 'd', ARGV[at])
+    ids[i] = call('XADD', stream, '*', 'd', ARGV[at], 'm', tag .. (seq + i - 1))
+    first = first or ids[i]
     at = at + 1
   elseif s == KEYED then
-    ids[i] = publish_one(ARGV[at], ARGV[at + 1], ARGV[at + 2], '', '')
+    ids[i] = publish_one(ARGV[at], ARGV[at + 1], ARGV[at + 2], '', '', tag .. (seq + i - 1))
     at = at + 3
   else  -- 'x'
-    ids[i] = publish_one(ARGV[at], ARGV[at + 1], ARGV[at + 2], ARGV[at + 3], ARGV[at + 4])
+    ids[i] = publish_one(ARGV[at], ARGV[at + 1], ARGV[at + 2], ARGV[at + 3], ARGV[at + 4],
+      tag .. (seq + i - 1))
     at = at + 5
+  end
+end
+if n > 0 then
+  call('HSET', KEYS[3], producer, seq .. ' ' .. (first or ''))
+  if not last and first then
+    -- A producer new here: forget a few that have been silent for the dedupe window (ten
+    -- minutes at least: longer than a retry goes on), so the hash stays the size of the
+    -- producers of the last window (O(1) each, no key per event).
+    local cut = tonumber(string.match(first, '^%d+')) - math.max(window, 600000)
+    local sample = call('HRANDFIELD', KEYS[3], 8, 'WITHVALUES')
+    for j = 1, #sample - 1, 2 do
+      local since = tonumber(string.match(sample[j + 1], ' (%d+)%-'))
+      if not since or since < cut then
+        call('HDEL', KEYS[3], sample[j])
+      end
+    end
   end
 end
 if capacity and meta[3] == 'drop_oldest' then
   call('XTRIM', stream, 'MAXLEN', capacity)
 end
-if call('EXISTS', KEYS[3]) == 1 then  -- a session has a queue limit here
+if call('EXISTS', KEYS[4]) == 1 then  -- a session has a queue limit here
 --@include clock
 --@include queue_limits
   local published = call('HINCRBY', KEYS[2], 'published', n)
-  check_trips({stream = stream, meta = KEYS[2], trips = KEYS[3], limits = KEYS[4],
-    overflowed = KEYS[5], moves = meta[5] or '0'}, published,
+  check_trips({stream = stream, meta = KEYS[2], trips = KEYS[4], limits = KEYS[5],
+    overflowed = KEYS[6], moves = meta[5] or '0'}, published,
     not string.find(shape, 'x', 1, true) and ids or nil)  -- a message id seen: an old id
 end
 return ids

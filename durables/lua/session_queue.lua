@@ -8,7 +8,8 @@
 -- KEYS[5]  the channel's overflowed sessions
 -- ARGV[1]  session id
 -- ARGV[2]  'max|dmax|overflow|lease_ms' to set the limits, '-' to remove them, '' to keep
--- ARGV[3]  '1' the session is live, '0' it is away, '' judge by its consumer's idle time
+-- ARGV[3]  '1' the session is live, '0' it left with keep-alive (away until it sets its
+--          limits again), '' judge by what it said last, else its consumer's idle time
 -- ARGV[4]  '0': the caller needs no depth of a queue without limits (no XINFO GROUPS, which
 --          answers for every group of the channel); else '1'
 -- Returns  {depth (-1: no queue here; 0 when not needed), pending, limit (0: none), events

@@ -37,18 +37,24 @@ def _ids(reply: Any) -> list[str]:
     return [i.decode() for i in reply]
 
 
-def publish(k: keys.ChannelKeys, batch: Batch, dedupe_window_ms: int = 0) -> Op[list[str]]:
-    """The events of `batch` (`events.Batch`: a shape letter per event, its values); their ids."""
+def publish(
+    k: keys.ChannelKeys, batch: Batch, dedupe_window_ms: int, producer: str, sequence: int
+) -> Op[list[str]]:
+    """The events of `batch` (`events.Batch`: a shape letter per event, its values); their ids.
+
+    `producer` and `sequence` (the first event's; `producers.Lane`) make the call
+    idempotent: sent again after a lost reply, it is stored once and returns the same ids.
+    """
     script_keys, context = _publish_keys(k)
     if not batch.shape.translate(None, _PLAIN_SHAPES):  # no key, op or message id
         script_keys = script_keys[:_PLAIN_KEYS]
-    return script("publish", script_keys, (dedupe_window_ms, bytes(batch.shape), *batch.values),
-                  parse=_ids, context=context)  # fmt: skip
+    args = (dedupe_window_ms, bytes(batch.shape), producer, sequence, *batch.values)
+    return script("publish", script_keys, args, parse=_ids, context=context)
 
 
 _PLAIN_SHAPES = SHAPE_DATA + SHAPE_PROPS
-_PLAIN_KEYS = 5
-"""A publish of plain events names only the keys it may touch (`publish.lua`'s KEYS[1..5]):
+_PLAIN_KEYS = 6
+"""A publish of plain events names only the keys it may touch (`publish.lua`'s KEYS[1..6]):
 each key costs the server about 1,200 instructions, 6 % of a single publish."""
 
 
@@ -56,8 +62,9 @@ each key costs the server about 1,200 instructions, 6 % of a single publish."""
 def _publish_keys(k: keys.ChannelKeys) -> tuple[tuple[str, ...], str]:
     """A publish's KEYS and context, formatted once per channel (half the client's work to
     build a single publish otherwise)."""
-    script_keys = (k.stream, k.meta, k.session_trips, k.session_limits, k.overflowed,
-                   k.last_values, k.last_ids, k.message_ids, k.message_times)  # fmt: skip
+    script_keys = (k.stream, k.meta, k.producers, k.session_trips, k.session_limits,
+                   k.overflowed, k.last_values, k.last_ids, k.message_ids,
+                   k.message_times)  # fmt: skip
     return script_keys, f"publish to {k.channel!r}"
 
 

@@ -26,7 +26,7 @@ from redis.exceptions import ResponseError
 
 from .. import ids, keys
 from ..errors import LeaseLostError
-from ..events import Event, event_from_entry
+from ..events import Event, SeenMessages, event_from_entry
 from ..replies import error_word, streams_read, translate
 from ..selector import Selector
 from .base import Op, as_bool, command, script
@@ -88,10 +88,14 @@ class ExclusiveCursor:
         self.skipped: str | None = None  # last id the filter skipped, to ack with the rest
         self.deferred: str | None = None  # cumulative ack to send with the next read
         self.handed: tuple[int, int] = (0, 0)  # newest id handed to the application
+        self._handed_before = self.handed  # before the last read's events (`withdraw`)
         self.resumed_below: tuple[int, int] | None = None  # after a re-attach: held already
         self._in_flight: str | None = None
+        self._sent: str | None = None  # the last cumulative ack made (`ack_refused`)
         self.discarded = 0
-        """Events read again after a re-attach that the application already had."""
+        """Events not handed out: read again after a re-attach that the application already
+        had, or a publish stored twice (`SeenMessages`)."""
+        self.seen = SeenMessages()
         self.unacked: list[str] = []
         """Ids handed out since the last ack, in id order (`_known`)."""
 
@@ -177,11 +181,23 @@ class ExclusiveCursor:
             ):
                 self._skip(entry[0].decode())  # acknowledged with the next cumulative ack
                 continue
+            if self.seen.duplicate(event):
+                self.discarded += 1
+                self._skip(event.id)
+                continue
             events.append(event)
         if events:
+            self._handed_before = self.handed
             self.handed = max(self.handed, ids.key(events[-1].id))
             self.unacked += [event.id for event in events]
         return events
+
+    def withdraw(self, events: Sequence[Event]) -> None:
+        """The events of the last read were not handed to the application after all (the
+        lease was lost meanwhile): the next attach reads them again."""
+        gone = {event.id for event in events}
+        self.unacked = [i for i in self.unacked if i not in gone]
+        self.handed = self._handed_before
 
     def _skip(self, event_id: str) -> None:
         if self.skipped is None or ids.key(event_id) > ids.key(self.skipped):
@@ -189,7 +205,15 @@ class ExclusiveCursor:
 
     # -- acknowledging --------------------------------------------------------------------
 
+    def ack_refused(self) -> None:
+        """The last cumulative ack sent was refused (the lease had lapsed): it goes again
+        with the first read after attaching again."""
+        sent = self._sent
+        if sent is not None and (self.deferred is None or ids.key(self.deferred) < ids.key(sent)):
+            self.deferred = sent
+
     def _ack(self, upto: str) -> Op[Any]:
+        self._sent = upto
         args = [self.durable, self.token, self.lease_ms, upto, *self._known(upto)]
         return script("ack_exclusive", self._fence_keys, args, context=self.context)
 

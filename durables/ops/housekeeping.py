@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from .. import keys
@@ -56,7 +57,23 @@ def unregister(k: keys.ChannelKeys) -> Op[Any]:
     return command("SREM", keys.registry(k.ns), k.channel, context=f"delete {k.channel!r}")
 
 
-def nack_expired(k: keys.ChannelKeys) -> Op[int]:
-    """Record a nack for every ack-required event a session let time out; how many."""
-    return script("nack_expired", [k.stream, k.nacks, k.meta], [], parse=as_int,
-                  context=f"nacks of {k.channel!r}")  # fmt: skip
+@dataclass(frozen=True)
+class Unsent:
+    """An ack-required event whose timeout passed before a session read it."""
+
+    session_id: str
+    event_id: str
+    key: str | None
+
+
+def _expired(reply: Any) -> tuple[int, list[Unsent]]:
+    recorded, noted = reply
+    return as_int(recorded), [Unsent(text(s), text(e), text(k) or None) for s, e, k in noted]
+
+
+def nack_expired(k: keys.ChannelKeys, lease_ms: int) -> Op[tuple[int, list[Unsent]]]:
+    """Record a nack for every ack-required event a session was sent and let time out; how
+    many, and the events whose timeout passed before a session away (idle past `lease_ms`)
+    read them (to nack if of the session's interest: `ops.sessions.nack(..., 'unsent')`)."""
+    return script("nack_expired", [k.stream, k.nacks, k.meta, k.unsent_nacks], [lease_ms],
+                  parse=_expired, context=f"nacks of {k.channel!r}")  # fmt: skip

@@ -4,13 +4,14 @@ and the delivery cursors (replay up to the marker, then live), without I/O."""
 from __future__ import annotations
 
 import json
+import re
 from bisect import bisect_right
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from .. import ids, keys
-from ..events import Event, event_from_entry
+from ..events import Event, SeenMessages, event_from_entry
 from ..records import Interest, Nack, SessionRecord
 from ..replies import streams_read
 from .base import Op, as_bool, as_int, command, script, text, texts
@@ -18,6 +19,17 @@ from .base import Op, as_bool, as_int, command, script, text, texts
 MAX_ALERTS = 1000
 CONSUMER = "c"
 """The one consumer name of a session's group: one live client reads at a time."""
+
+
+def interest_matches(interest: Interest, key: str | None) -> bool:
+    """Whether an event with `key` is of interest (keyless events go to ALL_KEYS only)."""
+    if interest.keys is None and interest.regex is None:
+        return True
+    if key is None:
+        return False
+    if interest.keys is not None and key in interest.keys:
+        return True
+    return interest.regex is not None and re.fullmatch(interest.regex, key) is not None
 
 
 def _about(session_id: str) -> str:
@@ -118,8 +130,8 @@ def stream_exists(k: keys.ChannelKeys, session_id: str) -> Op[bool]:
 def leave(k: keys.ChannelKeys, session_id: str) -> Op[Any]:
     """Destroy the session's group on a channel (its queue there is gone), with its queue
     limits there."""
-    return script("leave_session", [k.stream, k.session_trips, k.session_limits], [session_id],
-                  context=_about(session_id))  # fmt: skip
+    return script("leave_session", [k.stream, k.session_trips, k.session_limits, k.unsent_nacks],
+                  [session_id], context=_about(session_id))  # fmt: skip
 
 
 def forget(ns: str, session_id: str) -> list[Op[Any]]:
@@ -162,7 +174,8 @@ def place_marker(k: keys.ChannelKeys, session_id: str) -> Op[str]:
 
 def nack(k: keys.ChannelKeys, event_id: str, session_id: str, reason: str) -> Op[Any]:
     """Record that `session_id` did not acknowledge `event_id` (and take it off its queue)."""
-    return script("nack", [k.stream, k.nacks], [keys.session_group(session_id), event_id, reason],
+    return script("nack", [k.stream, k.nacks, k.unsent_nacks],
+                  [keys.session_group(session_id), event_id, reason],
                   context=_about(session_id))  # fmt: skip
 
 
@@ -220,7 +233,9 @@ class SessionCursors:
         self.batch = batch
         self.cursors = dict.fromkeys(interests, "0")  # own pending first, then '>'
         self.discarded = 0
-        """Events read again after an outage that the listeners already had."""
+        """Events read again after an outage that the listeners already had, or a publish
+        stored twice (`SeenMessages`, one per channel: message ids are the channel's)."""
+        self.seen = {c: SeenMessages() for c in interests}
         self.delivered: dict[str, tuple[int, int]] = {}
         """Per channel, the newest event handed to the listeners: after an outage the
         pending events are read again, and those are not handed out twice."""
@@ -281,6 +296,10 @@ class SessionCursors:
             event = event_from_entry(channel, entry)
             if event is None or not (everything or self.matches(interest, event.key)):
                 done.append(entry[0])
+                continue
+            if self.seen[channel].duplicate(event):  # a publish stored twice
+                done.append(entry[0])
+                self.discarded += 1
                 continue
             ack_required = event.ack_timeout_ms is not None
             if i < again:

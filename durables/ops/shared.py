@@ -36,7 +36,7 @@ from functools import partial
 from typing import Any, cast
 
 from .. import keys
-from ..events import Event, event_from_entry
+from ..events import Event, SeenMessages, event_from_entry
 from ..replies import entries_read, text
 from ..selector import Selector
 from .base import Op, as_bool, as_int, command, script
@@ -107,7 +107,9 @@ class SharedHandout:
         self._acked_before: set[str] = set()
         self.discarded = 0
         """Exact duplicates not handed out again: events acknowledged here that came back
-        (an acknowledgement lost in a failover, redis/redis#5433)."""
+        (an acknowledgement lost in a failover, redis/redis#5433), or a publish stored
+        twice (`SeenMessages`)."""
+        self.seen = SeenMessages()
         self.store_version = 0
         self._in_flight: list[str] = []
         self._counted: set[str] = set()
@@ -342,7 +344,8 @@ class SharedHandout:
         channel, handed = self.k.channel, self.handed
         acked, acked_before = self._acked, self._acked_before  # acknowledged lately
         built = [event_from_entry(channel, entry, counts) for entry in entries]
-        ids = [event.id for event in built if event is not None]
+        duplicate = self.seen.duplicate
+        ids = [event.id for event in built if event is not None and not duplicate(event)]
         # The usual batch, checked by whole-set operations: nothing trimmed, lately
         # acknowledged or handed out already, no id twice (the size grows by all of them).
         if (
@@ -357,11 +360,12 @@ class SharedHandout:
                 return cast(list[Event], built)
             handed.difference_update(ids)  # none was there before: as it was
         events: list[Event] = []
+        fresh = set(ids)  # not stored twice
         for entry, event in zip(entries, built, strict=True):
             if event is None:  # trimmed while pending: nothing to deliver
                 self.to_ack.append(entry[0].decode())
-            elif event.id in acked or event.id in acked_before:  # the ack was lost
-                self.to_ack.append(event.id)
+            elif event.id in acked or event.id in acked_before or event.id not in fresh:
+                self.to_ack.append(event.id)  # the ack was lost, or stored twice
                 self.discarded += 1
             elif event.id not in handed:
                 handed.add(event.id)

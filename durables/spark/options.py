@@ -8,7 +8,7 @@ here once, without pyspark, so that a bad one fails the query at its start with 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import cast
 
 from .. import ids, names
@@ -32,7 +32,7 @@ DEFAULT_PARTITIONS = 2
 class Connection:
     """Where the events are: a server, a namespace on it and one channel."""
 
-    url: str | None
+    url: str | None = field(repr=False)  # it may hold a password
     """A redis:// URL; None means the durables settings (`DURABLES_URL`, or the embedded
     server), resolved once on the driver so every executor uses the same server."""
     namespace: str | None

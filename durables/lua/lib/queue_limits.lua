@@ -3,12 +3,14 @@
 -- unread events plus its pending ones. Its limit is `max` while it
 -- is live; while away (its consumer idle longer than its lease) it is `dmax` when that is
 -- larger, and after it is back the larger limit stays until the queue has drained to 80 %
--- of `max`. The first event beyond the limit applies the overflow policy: 'close' (the
+-- of `max`. A session that left with keep-alive said so (a look with live false): it is
+-- away from then on, whatever its consumer's idle time, until it sets its limits again. The first event beyond the limit applies the overflow policy: 'close' (the
 -- session's group is destroyed: its queue discarded; the session learns it from the
 -- overflowed hash) or 'drop_oldest'. Publishing stays cheap with many sessions: each has a
 -- trip point (the channel's publish count at which its queue could first pass its limit)
 -- in a sorted set, and only sessions whose trip point was reached are looked at.
--- The limits hash holds per session 'max|dmax|overflow|lease_ms|expanded', followed, once
+-- The limits hash holds per session 'max|dmax|overflow|lease_ms|expanded' (expanded: '0',
+-- '1', or 'a' for away by its own word, which is expanded too), followed, once
 -- a look has known it, by the group's position as that look left it:
 -- '|last-delivered-id|entries-read|ms|moves|seen' (see mirrored_queue).
 -- q: {stream, meta, trips, limits, overflowed, moves (optional: see new_look)}
@@ -27,7 +29,7 @@ local function split_spec(raw)
     p[#p + 1] = part
   end
   return {max = tonumber(p[1]), dmax = tonumber(p[2]), overflow = p[3],
-    lease_ms = tonumber(p[4]), expanded = p[5] == '1',
+    lease_ms = tonumber(p[4]), expanded = p[5] == '1' or p[5] == 'a', away = p[5] == 'a',
     last = p[6] ~= '' and p[6] or nil, read = tonumber(p[7]), at = tonumber(p[8]), moves = p[9],
     seen = tonumber(p[10])}
 end
@@ -212,7 +214,8 @@ local function drop_oldest(stream, group, excess, pending, info, newest)
 end
 
 -- Look at one session's queue now: apply the limit, reset its trip point.
--- live: true / false as the caller knows it, or nil to judge by its consumer's idle time.
+-- live: true / false as the session says (false stays: see the top), or nil to judge by
+-- what it said last, else by its consumer's idle time.
 -- look: as for mirrored_queue, with also `groups` (all_groups, once asked) and `newest`
 -- (see drop_oldest).
 -- Returns depth, pending, limit (depth -1 when the session has no group or no limits).
@@ -236,6 +239,10 @@ local function check_queue(q, sid, published, live, look)
   end
   local max, dmax = spec.max, spec.dmax
   local limit, expanded = max, spec.expanded
+  local away = live == false or (live == nil and spec.away)
+  if away then
+    live = false
+  end
   if dmax and dmax > max then  -- the limit depends on whether it is live
     if live == nil then
       consumers = consumers or redis.call('XINFO', 'CONSUMERS', q.stream, group)
@@ -278,7 +285,7 @@ local function check_queue(q, sid, published, live, look)
       info['entries-read'], at, look.moves, seen)
   end
   local new = string.format('%d|%s|%s|%d|%s%s', max, dmax or '', spec.overflow, spec.lease_ms,
-    expanded and '1' or '0', position)
+    away and 'a' or expanded and '1' or '0', position)
   if new ~= raw then
     redis.call('HSET', q.limits, sid, new)
   end

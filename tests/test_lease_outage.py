@@ -1,0 +1,95 @@
+"""The README's loops through a black hole longer than the lease: no exception reaches the
+application, every event arrives, and those that come again are flagged. An ack() whose
+lease lapsed in the outage returns (counted in `consumer.lost_acks`); the consumer attaches
+again at its next fetch."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+import durables
+
+from .conftest import FAST, Connect
+from .faultproxy import FaultProxy
+from .helpers import wait_for
+from .servers import RedisProcess
+
+pytestmark = [pytest.mark.slow, pytest.mark.both_clients]
+RIDE = {**FAST, "reconnect_timeout_s": 30.0}
+HOLE_S = 3.0  # three leases
+
+
+def test_the_readme_loops_ride_through_a_black_hole_longer_than_the_lease(
+    server: RedisProcess, server_url: str, namespace: str, connect: Connect
+) -> None:
+    with (
+        FaultProxy(server.port) as proxy,
+        connect(proxy.url, namespace=namespace, **RIDE) as client,
+        durables.connect(server_url, namespace=namespace, **FAST) as near,
+    ):
+        orders = client.channel("orders")
+        billing = orders.durable("billing", kind="exclusive")
+        listened: list[durables.Event] = []
+        audit = orders.durable("audit", kind="exclusive")
+        sub = audit.subscribe(listened.append)  # the README's subscription
+        near_orders = near.channel("orders")
+        published = [near_orders.publish(f"e{i}") for i in range(5)]
+        got: list[durables.Event] = []
+        with billing.consumer(auto_ack=False) as consumer:
+            held = consumer.fetch(timeout=5.0)
+            assert [e.text for e in held] == [f"e{i}" for i in range(5)]
+            proxy.blackhole()
+            for i in range(5):
+                published.append(near_orders.publish(f"dark{i}"))
+                time.sleep(HOLE_S / 5)
+            proxy.blackhole(False)
+            for event in held:  # as the README's loop acknowledges what it fetched
+                got.append(event)
+                event.ack()
+            assert consumer.lost_acks >= 1  # the lease had lapsed: reported, not raised
+            published.append(near_orders.publish("after"))
+            deadline = time.monotonic() + 30
+            while len({e.text for e in got}) < len(published) and time.monotonic() < deadline:
+                for event in consumer.fetch(timeout=1.0):  # the README's loop, unchanged
+                    got.append(event)
+                    event.ack()
+        assert wait_for(lambda: len({e.text for e in listened}) == len(published), 30)
+        assert sub.error is None
+        sub.close()
+        wanted = [f"e{i}" for i in range(5)] + [f"dark{i}" for i in range(5)] + ["after"]
+        for received in (got, listened):
+            texts = [e.text for e in received]
+            first = list(dict.fromkeys(texts))
+            assert first == wanted  # nothing lost, in order
+            seen: set[str] = set()
+            for event in received:
+                assert event.text not in seen or event.redelivered, event  # repeats flagged
+                seen.add(event.text)
+        assert billing.transaction_depth() == 0 and billing.depth() == 0
+        assert wait_for(lambda: audit.transaction_depth() == 0, 10)
+
+
+def test_an_ack_refused_for_a_lapsed_lease_goes_again_after_the_next_attach(
+    server: RedisProcess, server_url: str, namespace: str, connect: Connect
+) -> None:
+    """Nobody took the durable meanwhile: the consumer takes its lease back at its next
+    fetch, and the acknowledgement the server refused goes with that read."""
+    with (
+        FaultProxy(server.port) as proxy,
+        connect(proxy.url, namespace=namespace, **RIDE) as client,
+        durables.connect(server_url, namespace=namespace, **FAST) as near,
+    ):
+        dur = client.channel("orders").durable("billing")
+        ids = [near.channel("orders").publish(f"e{i}") for i in range(3)]
+        with dur.consumer(auto_ack=False) as consumer:
+            events = consumer.fetch(timeout=5.0)
+            assert [e.id for e in events] == ids
+            proxy.blackhole()
+            time.sleep(HOLE_S)
+            proxy.blackhole(False)
+            events[-1].ack()
+            assert consumer.lost_acks == 1
+            assert consumer.fetch(timeout=1.0) == []  # attached again; nothing comes back
+            assert wait_for(lambda: dur.transaction_depth() == 0, 10)

@@ -1,0 +1,131 @@
+"""`replicated=N` reads: a consumer or subscription hands out only events that N replicas
+hold (a `WAIT` in the read's round trip), so a failover cannot take back what it delivered.
+With the replicas stopped, events are held back, not lost; they come once the replicas
+confirm them."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import durables
+
+from .conftest import FAST, SERVER_KIND, Connect
+from .ha_sentinel import SentinelSet
+from .helpers import wait_for
+from .servers import server_binary
+
+pytestmark = [pytest.mark.slow, pytest.mark.both_clients]
+
+
+@pytest.fixture(scope="module")
+def sentinel_set(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SentinelSet]:
+    workdir: Path = tmp_path_factory.mktemp("replicated")
+    with SentinelSet(server_binary(SERVER_KIND), workdir) as servers:
+        yield servers
+
+
+@pytest.fixture
+def paused_replicas(sentinel_set: SentinelSet) -> Iterator[list[int]]:
+    """The replicas' pids, to stop (SIGSTOP) in a test; always resumed after it."""
+    pids = [replica.pid for replica in sentinel_set.replicas()]
+    try:
+        yield pids
+    finally:
+        for pid in pids:
+            os.kill(pid, signal.SIGCONT)
+        sentinel_set.wait_replicas_in_sync()
+
+
+@pytest.mark.parametrize("kind", ["exclusive", "shared"])
+def test_a_replicated_read_holds_back_events_no_replica_has_yet(
+    sentinel_set: SentinelSet,
+    paused_replicas: list[int],
+    namespace: str,
+    connect: Connect,
+    kind: durables.Kind,
+) -> None:
+    settings = {**FAST, "replica_timeout_s": 0.2}
+    with connect(sentinel_set.primary().url, namespace=namespace, **settings) as client:
+        ch = client.channel("orders")
+        dur = ch.durable("audit", kind=kind)
+        with dur.consumer("c", replicated=1) as c:
+            ch.publish("a")
+            assert [e.text for e in c.fetch(timeout=2)] == ["a"]  # replicas up: at once
+            for pid in paused_replicas:
+                os.kill(pid, signal.SIGSTOP)
+            ch.publish("b")
+            started = time.monotonic()
+            assert c.fetch(timeout=1.0) == []  # read, but no replica confirmed it
+            assert time.monotonic() - started < 3
+            for pid in paused_replicas:
+                os.kill(pid, signal.SIGCONT)
+            got: list[str] = []
+            deadline = time.monotonic() + 10
+            while not got and time.monotonic() < deadline:
+                got += [e.text for e in c.fetch(timeout=0.5)]
+            assert got == ["b"]
+
+
+def test_a_replicated_subscription_gets_every_event(
+    sentinel_set: SentinelSet, namespace: str, connect: Connect
+) -> None:
+    with connect(sentinel_set.primary().url, namespace=namespace, **FAST) as client:
+        ch = client.channel("orders")
+        got: list[str] = []
+        sub = ch.durable("audit").subscribe(lambda e: got.append(e.text), replicated=2)
+        try:
+            for i in range(20):
+                ch.publish(f"e{i}")
+            assert wait_for(lambda: len(got) == 20, 10)
+            assert got == [f"e{i}" for i in range(20)] and sub.error is None
+        finally:
+            sub.close()
+
+
+def test_replicated_must_be_a_small_count(
+    sentinel_set: SentinelSet, namespace: str, connect: Connect
+) -> None:
+    with connect(sentinel_set.primary().url, namespace=namespace, **FAST) as client:
+        dur = client.channel("orders").durable("audit")
+        for bad in (-1, 17, True, "1"):
+            with pytest.raises(durables.ConfigError, match="replicated"):
+                dur.consumer(replicated=bad)  # type: ignore[arg-type]
+
+
+class Keep:
+    def __init__(self) -> None:
+        self.got: list[str] = []
+
+    def on_event(self, event: durables.Event) -> None:
+        self.got.append(event.text)
+
+
+def test_a_replicated_session_delivers_only_what_a_replica_holds(
+    sentinel_set: SentinelSet, paused_replicas: list[int], namespace: str, connect: Connect
+) -> None:
+    settings = {**FAST, "replica_timeout_s": 0.2}
+    with connect(sentinel_set.primary().url, namespace=namespace, **settings) as client:
+        ch = client.channel("orders")
+        s = client.session("phone", timeout=30, replicated=1)
+        s.register_interest("orders")
+        s.add_listener("orders", keep := Keep())
+        s.ready_for_events()
+        ch.publish("a")
+        assert wait_for(lambda: keep.got == ["a"], 10)
+        for pid in paused_replicas:
+            os.kill(pid, signal.SIGSTOP)
+        ch.publish("b")
+        time.sleep(1.0)
+        assert keep.got == ["a"]  # read, but no replica confirmed it yet
+        for pid in paused_replicas:
+            os.kill(pid, signal.SIGCONT)
+        assert wait_for(lambda: keep.got == ["a", "b"], 10)
+        s.close()
+        with pytest.raises(durables.ConfigError, match="replicated"):
+            client.session("other", replicated=-1)
