@@ -29,7 +29,7 @@ SERVER = 9
 ABORTED = 10
 """A destructive command was not confirmed; nothing was changed."""
 CANNOT_LISTEN = 11
-"""`metrics --serve` could not listen on the address and port given."""
+"""`metrics --serve` or `console` could not listen on the address and port given."""
 AUTHENTICATION = 12
 """The server refused the password: a wrong one, or none where one is needed."""
 

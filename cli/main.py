@@ -12,6 +12,7 @@ import durables
 from . import exits, output
 from .bench import bench
 from .channels import channel, channels, delete, publish, purge
+from .console import console
 from .context import State
 from .dead_letters import dead_letters
 from .demo import demo
@@ -100,6 +101,7 @@ for command in (
     dead_letters,
     sessions,
     watch,
+    console,
     housekeep,
     metrics,
     server,

@@ -19,6 +19,7 @@ from .cluster import Server
 from .contact import contact_error
 from .context import Context
 from .executor import Executor
+from .figures import Figures, read_figures
 from .housekeeping import housekeep
 from .leases import Heartbeat
 from .ops import channels as channel_ops
@@ -194,6 +195,15 @@ class Client:
     def server_ms(self) -> int:
         """The server's clock, in milliseconds."""
         return self.ctx.executor.drive(session_store.server_ms(self.ctx))
+
+    def figures(self, alert_count: int = 20) -> Figures:
+        """Everything an operator looks at, read now (see `durables.figures`)."""
+        return self.ctx.executor.drive(read_figures(self.ctx, alert_count))
+
+    def discard_session(self, session_id: str, by: str = "an operator") -> bool:
+        """Close a session from outside: its queue and interests go, with an alert naming
+        `by`. False if there is no such session."""
+        return self.ctx.executor.drive(session_store.discard(self.ctx, session_id, by))
 
     def housekeep(self) -> HousekeepReport:
         """One round of housekeeping on every channel now: trims acknowledged and expired events."""

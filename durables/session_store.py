@@ -61,6 +61,19 @@ def expire(ctx: BaseContext, record: SessionRecord, now_ms: int) -> Flow[None]:
     yield from remove(ctx, record)
 
 
+def discard(ctx: BaseContext, session_id: str, by: str) -> Flow[bool]:
+    """Close a session from outside (an operator): its queue and interests go, with an
+    alert naming `by`; a client that resumes the id gets a new session. False: none."""
+    record = yield from load(ctx, session_id)
+    if record is None:
+        return False
+    message = f"durable client session {session_id!r} was closed by {by}; its queue is gone"
+    log.warning(message)
+    yield from alert(ctx, message, (yield from server_ms(ctx)), session=session_id)
+    yield from remove(ctx, record)
+    return True
+
+
 def alert(ctx: BaseContext, message: str, now_ms: int, **about: str) -> Flow[None]:
     yield from send(ops.alert(ctx.namespace, message, now_ms, about))
 

@@ -32,6 +32,8 @@ def test_every_package_of_the_library_is_listed_for_the_wheel() -> None:
     # warn that it ships them as data of a package it was not told about
     for folder in ("durables.lua", "durables.lua.lib"):
         assert folder in listed and data[folder] == ["*.lua"], folder
+    assert "durables.console.static" in listed  # the web console's script and style
+    assert data["durables.console.static"] == ["*.js", "*.css"]
 
 
 def test_the_license_is_an_spdx_string_and_setuptools_reads_it_so() -> None:
@@ -58,6 +60,9 @@ def test_building_the_wheel_says_no_warning_of_ours_and_ships_every_lua_file(
     shipped = {name for name in zipfile.ZipFile(wheel).namelist() if name.endswith(".lua")}
     on_disk = {str(p.relative_to(ROOT)) for p in (ROOT / "durables" / "lua").rglob("*.lua")}
     assert shipped == on_disk
+    static = {p.name for p in (ROOT / "durables" / "console" / "static").iterdir()}
+    names = set(zipfile.ZipFile(wheel).namelist())
+    assert {f"durables/console/static/{n}" for n in static} <= names
 
 
 @pytest.mark.slow

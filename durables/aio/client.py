@@ -13,6 +13,7 @@ from .. import session_store
 from ..channel import channel_infos, channel_options
 from ..client import HEARTBEAT_TIMEOUT_FRACTION
 from ..contact import contact_error
+from ..figures import Figures, read_figures
 from ..housekeeping import housekeep
 from ..ops import channels as channel_ops
 from ..ops import server as server_ops
@@ -175,11 +176,20 @@ class AsyncClient:
     async def session_live(self, session_id: str) -> bool:
         return await self.ctx.executor.drive(session_store.is_live(self.ctx, session_id))
 
+    async def discard_session(self, session_id: str, by: str = "an operator") -> bool:
+        """Close a session from outside: its queue and interests go, with an alert naming
+        `by`. False if there is no such session."""
+        return await self.ctx.executor.drive(session_store.discard(self.ctx, session_id, by))
+
     async def alerts(self, count: int = 100) -> list[dict[str, Any]]:
         return await self.ctx.executor.drive(session_store.alerts(self.ctx, count))
 
     async def server_ms(self) -> int:
         return await self.ctx.executor.drive(session_store.server_ms(self.ctx))
+
+    async def figures(self, alert_count: int = 20) -> Figures:
+        """Everything an operator looks at, read now (see `durables.figures`)."""
+        return await self.ctx.executor.drive(read_figures(self.ctx, alert_count))
 
     async def housekeep(self) -> HousekeepReport:
         """One round of housekeeping on every channel now."""

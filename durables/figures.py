@@ -1,0 +1,246 @@
+"""What an operator looks at, in one read: the server, each channel with its durables,
+each session with its queue, and the newest alerts.
+
+The figures `durables.metrics` exports and a few more a console shows beside them:
+the stream's counters (events ever added, so a rate in), the durables' consumers
+with their windows, the oldest unacknowledged age, a session's queue limits and its
+keep-alive left. A flow (`ops.flows`), so either client drives it; it only reads.
+A channel or durable deleted meanwhile is left out.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from . import session_store
+from .channel import ChannelCore, channel_infos
+from .errors import ChannelNotFound, DurableNotFound
+from .ids import key as id_key
+from .keys import session_group
+from .ops import channels as channel_ops
+from .ops.base import Op, command, same
+from .ops.flows import Flow, run, send
+from .records import ChannelInfo, DurableInfo, SessionRecord
+from .replies import text
+
+if TYPE_CHECKING:
+    from .context import BaseContext
+    from .keys import ChannelKeys
+
+
+@dataclass(frozen=True)
+class DurableFigures:
+    """One durable now."""
+
+    info: DurableInfo
+    """Kind, filter, depth, transaction depth and the attached consumers (for an exclusive
+    durable: its holder, if any)."""
+    lag: int | None
+    """Entries its consumer group has not read yet (None: the server cannot tell)."""
+    oldest_unacked_age_s: float
+    """Age of its oldest delivered and unacknowledged event; 0 when none is."""
+    dead_letters: int
+    windows: dict[str, int] = field(default_factory=dict)
+    """Shared and serial durables: each attached consumer's window."""
+    acknowledged: int | None = None
+    """Events its group read and no longer holds pending: a counter, for a rate out."""
+
+
+@dataclass(frozen=True)
+class ChannelFigures:
+    """One channel now."""
+
+    info: ChannelInfo
+    added: int
+    """Events ever added to the stream (it only grows): a counter, for a rate in."""
+    retained_bytes: int | None
+    """What the stream takes in the server's memory (None: the server would not say)."""
+    durables: list[DurableFigures]
+
+
+@dataclass(frozen=True)
+class SessionFigures:
+    """One durable client session now."""
+
+    record: SessionRecord
+    live: bool
+    queue_depth: int
+    """Events queued for the session and not yet acknowledged, over its channels."""
+    max_depth: int | None
+    """Its queue limit while connected (None: no limit)."""
+    disconnected_max_depth: int | None
+    """Its queue limit while away, when larger."""
+    keepalive_left_s: float | None
+    """While away: seconds until it expires; None while live."""
+
+
+@dataclass(frozen=True)
+class Figures:
+    """The namespace at one moment, on the server's clock."""
+
+    server_ms: int
+    server: dict[str, object]
+    """`INFO server` and `INFO memory` fields (version, uptime, used memory)."""
+    channels: list[ChannelFigures]
+    sessions: list[SessionFigures]
+    alerts: list[dict[str, Any]]
+
+
+def read_figures(ctx: BaseContext, alert_count: int = 20) -> Flow[Figures]:
+    """Read everything at once: a few round trips per channel, none per event."""
+    info, memory = yield from send(
+        [command("INFO", "server", parse=dict), command("INFO", "memory", parse=dict)]
+    )
+    now_ms = yield from session_store.server_ms(ctx)
+    names = yield from run(channel_ops.names(ctx.namespace))
+    channels: list[ChannelFigures] = []
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for channel in (yield from _channel_infos(ctx, names)):
+        try:
+            found = yield from ChannelCore(ctx, channel.name).listing_durables()
+        except (ChannelNotFound, DurableNotFound):
+            continue
+        figures, groups[channel.name] = yield from _channel(ctx, channel, found, now_ms)
+        channels.append(figures)
+    sessions = []
+    for record in (yield from session_store.records(ctx)):
+        sessions.append((yield from _session(ctx, record, groups, now_ms)))
+    alerts = (yield from session_store.alerts(ctx, alert_count)) if alert_count else []
+    return Figures(now_ms, {**info, **memory}, channels, sessions, alerts)
+
+
+def _channel_infos(ctx: BaseContext, names: Sequence[str]) -> Flow[list[ChannelInfo]]:
+    """The channels' infos in one round trip; one by one (leaving out those gone) when a
+    channel was deleted between the listing and this read."""
+    try:
+        return (yield from channel_infos(ctx, names))
+    except ChannelNotFound:
+        found = []
+        for name in names:
+            with contextlib.suppress(ChannelNotFound):
+                found += yield from channel_infos(ctx, [name])
+        return found
+
+
+def _channel(
+    ctx: BaseContext, channel: ChannelInfo, found: Sequence[DurableInfo], now_ms: int
+) -> Flow[tuple[ChannelFigures, list[dict[str, Any]]]]:
+    k = ctx.keys(channel.name)
+    ops: list[Op[Any]] = [_stream(k), _memory(k.stream), _groups(k)]
+    for d in found:
+        ops += [command("XPENDING", k.stream, d.name, parse=same, tolerate=_GONE),
+                command("XLEN", k.dead(d.name), parse=int),
+                command("HGETALL", k.members(d.name), parse=_windows)]  # fmt: skip
+    replies = yield from send(ops)
+    stream, retained, groups = replies[:3]
+    durables = []
+    for n, d in enumerate(found):
+        pending, dead, windows = replies[3 + 3 * n : 6 + 3 * n]
+        group = next((g for g in groups if text(g["name"]) == d.name), None)
+        if group is None:  # deleted meanwhile
+            continue
+        durables.append(DurableFigures(
+            d, _lag(group), _age_s(pending, now_ms), int(dead),
+            windows if d.kind != "exclusive" else {}, _acknowledged(group),
+        ))  # fmt: skip
+    return ChannelFigures(channel, int(stream.get("entries-added") or 0), retained,
+                          durables), groups  # fmt: skip
+
+
+_GONE = frozenset({"NOGROUP", "no"})
+"""No stream yet (a channel nothing was published to: `no such key`), or a group gone
+between the listing and this read: no figure, not an error."""
+
+
+def _stream(k: ChannelKeys) -> Op[dict[str, Any]]:
+    return command("XINFO STREAM", k.stream, parse=_dict_or_empty, tolerate=_GONE)
+
+
+def _memory(key: str) -> Op[int | None]:
+    """`MEMORY USAGE` (refused to some ACL users, or gone meanwhile: None)."""
+    return command("MEMORY USAGE", key, parse=_int_or_none, tolerate=frozenset({"NOPERM"}))
+
+
+def _groups(k: ChannelKeys) -> Op[list[dict[str, Any]]]:
+    return command("XINFO GROUPS", k.stream, parse=_list_or_empty, tolerate=_GONE)
+
+
+def _dict_or_empty(reply: Any) -> dict[str, Any]:
+    return reply if isinstance(reply, dict) else {}
+
+
+def _list_or_empty(reply: Any) -> list[dict[str, Any]]:
+    return list(reply) if isinstance(reply, list) else []
+
+
+def _int_or_none(reply: Any) -> int | None:
+    return int(reply) if isinstance(reply, int) else None
+
+
+def _windows(reply: Any) -> dict[str, int]:
+    """The members hash: consumer id -> its attachment as JSON, window under `w`."""
+    found = {}
+    for name, raw in (reply or {}).items():
+        window = json.loads(raw).get("w") if raw.startswith(b"{") else raw
+        found[text(name)] = int(window or 0)
+    return found
+
+
+def _lag(group: dict[str, Any]) -> int | None:
+    lag = group.get("lag")
+    return None if lag is None else int(lag)
+
+
+def _acknowledged(group: dict[str, Any]) -> int | None:
+    read_count = group.get("entries-read")
+    return None if read_count is None else max(0, int(read_count) - int(group["pending"]))
+
+
+def _age_s(pending: Any, now_ms: int) -> float:
+    """Seconds since the oldest pending event of an `XPENDING` summary was published."""
+    if not isinstance(pending, dict) or not pending.get("pending") or pending.get("min") is None:
+        return 0.0
+    published_ms, _ = id_key(text(pending["min"]))
+    return max(0, now_ms - published_ms) / 1000
+
+
+def _session(
+    ctx: BaseContext,
+    record: SessionRecord,
+    groups: dict[str, list[dict[str, Any]]],
+    now_ms: int,
+) -> Flow[SessionFigures]:
+    """A session's queue: its group's lag and pending on each channel it is interested in,
+    and its limits as the channels store them (`max|dmax|overflow|...`)."""
+    live = yield from session_store.is_live(ctx, record.id)
+    name = session_group(record.id)
+    depth = 0
+    limits: list[str] = []
+    for channel in record.interests:
+        group = next((g for g in groups.get(channel, ()) if text(g["name"]) == name), None)
+        if group is not None:
+            depth += int(group["pending"]) + (_lag(group) or 0)
+        stored = yield from run(
+            command("HGET", ctx.keys(channel).session_limits, record.id, parse=same)
+        )
+        if stored:
+            limits.append(text(stored))
+    max_depth, dmax = _limits(limits)
+    left = None if live else max(0.0, (record.away_since() + record.timeout_ms - now_ms) / 1000)
+    return SessionFigures(record, live, depth, max_depth, dmax, left)
+
+
+def _limits(stored: list[str]) -> tuple[int | None, int | None]:
+    for value in stored:
+        max_depth, _, rest = value.partition("|")
+        dmax = rest.partition("|")[0]
+        if max_depth.isdigit():
+            return int(max_depth), int(dmax) if dmax.isdigit() else None
+    return None, None
+
+
+__all__ = ["ChannelFigures", "DurableFigures", "Figures", "SessionFigures", "read_figures"]
