@@ -250,6 +250,13 @@ MEMORY_LEFT_OUT = {  # a module, a test function, or one parametrized test
         "connects to the server's port",
     "test_testing_plugin.py::test_durables_embedded_runs_the_pages_tests_on_the_embedded_server":
         "starts the embedded server (a process)",
+    "test_chaos.py": "kills the server, cuts connections through a fault proxy, fails over",
+    "test_lease_outage.py": "black-holes connections through a fault proxy",
+    "test_replicated_reads.py": "waits for replicas (Sentinel's set of server processes)",
+    "test_producers.py::test_a_publish_held_in_a_stalled_network_and_sent_again_is_stored_once":
+        "stalls connections through a fault proxy",
+    "test_connection_logs.py": "restarts the server process",
+    "test_console.py": "runs `durables console` as a process, driven by a browser",
 }  # fmt: skip
 """Modules that test what only a server process has (a fault, a restart, replicas, TLS,
 a cluster) or that reach the server from another process, with the reason. Every other
