@@ -9,16 +9,35 @@ import threading
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from .reading import ExclusiveLoop
+from .reading import ExclusiveLoop, ReaderLoop
 
 if TYPE_CHECKING:
     from .context import Context
     from .events import Event
+    from .executor import Executor
     from .keys import ChannelKeys
     from .selector import Selector
 
 
-class ExclusiveReader(ExclusiveLoop):
+class BlockingAcks(ReaderLoop):
+    """Acknowledging, flushing and rolling back, blocking: the state change (`ack_ops`,
+    ...) and `sending` are the readers' own, shared with the asyncio client."""
+
+    executor: Executor
+
+    def ack(self, event: Event, outstanding: list[Event], *, defer: bool = False) -> list[Event]:
+        ops, left = self.ack_ops(event, outstanding, defer=defer)
+        self.executor.drive(self.sending(ops))
+        return left
+
+    def flush_acks(self) -> None:
+        self.executor.drive(self.sending(self.flush_ops()))
+
+    def rollback(self, events: Sequence[Event], delay_s: float = 0.0) -> None:
+        self.executor.drive(self.sending(self.rollback_ops(events, delay_s)))
+
+
+class ExclusiveReader(ExclusiveLoop, BlockingAcks):
     """The server side of the one consumer attached to an exclusive durable."""
 
     lock: threading.RLock
@@ -39,25 +58,6 @@ class ExclusiveReader(ExclusiveLoop):
 
     def commit(self, events: Sequence[Event], *, defer: bool = False, retry: bool = True) -> None:
         self.executor.drive(self.committing(events, defer=defer, retry=retry))
-
-    def ack(self, event: Event, outstanding: list[Event], *, defer: bool = False) -> list[Event]:
-        with self.lock:
-            op, left = self.state.ack(event, outstanding, defer=defer)
-        if op is not None:
-            self.executor.drive(self.sending([op]))
-        return left
-
-    def flush_acks(self) -> None:
-        with self.lock:
-            op = self.state.flush()
-        if op is not None:
-            self.executor.drive(self.sending([op]))
-
-    def rollback(self, events: Sequence[Event], delay_s: float = 0.0) -> None:
-        with self.lock:
-            op = self.state.rollback(events)
-        if op is not None:
-            self.executor.drive(self.sending([op]))
 
     def release(self, unhanded: Sequence[Event]) -> None:
         self.executor.drive(self.releasing(unhanded))

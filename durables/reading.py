@@ -104,6 +104,25 @@ class ReaderLoop(LeaseHolder, ABC):
         """Acknowledge `events`; `defer` lets the next read carry it; without `retry` an
         outage raises at once instead of being waited out."""
 
+    # What acknowledging, rolling back and flushing change, for both clients: the state
+    # changes at once (under the lock); the operations returned go out by `sending`,
+    # outside the lock (the sync readers drive it, the asyncio ones await it).
+
+    @abstractmethod
+    def ack_ops(
+        self, event: Event, outstanding: list[Event], *, defer: bool = False
+    ) -> tuple[list[Op[Any]], list[Event]]:
+        """Acknowledge `event` (exclusive: and all before it): the operations to send (none
+        when `defer`red to the next read), and what stays outstanding."""
+
+    @abstractmethod
+    def flush_ops(self) -> list[Op[Any]]:
+        """The deferred acknowledgements, to send now."""
+
+    @abstractmethod
+    def rollback_ops(self, events: Sequence[Event], delay_s: float = 0.0) -> list[Op[Any]]:
+        """Hand `events` back (see the kinds for when they come again)."""
+
     def _touched(self) -> None:
         """Acknowledged events may be trimmed now."""
         self.ctx.touch(self.k.channel)
@@ -205,8 +224,9 @@ class Fetching(ABC):
         lock = self.reader.lock  # a listener may ack from another thread
         if self.auto_ack and self._outstanding:
             with lock:
-                yield from self.reader.committing(self._outstanding, defer=True)
+                done = list(self._outstanding)
                 self._outstanding.clear()
+            yield from self.reader.committing(done, defer=True)  # goes with the read
         deadline = time.monotonic() + max(0.0, timeout)
         while True:
             events = yield from self.reader.reading(max(0.0, deadline - time.monotonic()))
@@ -341,11 +361,30 @@ class ExclusiveLoop(ReaderLoop):
         with self.lock:
             self.state.ack_refused()
 
+    def ack_ops(
+        self, event: Event, outstanding: list[Event], *, defer: bool = False
+    ) -> tuple[list[Op[Any]], list[Event]]:
+        with self.lock:
+            op, left = self.state.ack(event, outstanding, defer=defer)
+        return ([] if op is None else [op]), left
+
+    def flush_ops(self) -> list[Op[Any]]:
+        with self.lock:
+            op = self.state.flush()
+        return [] if op is None else [op]
+
+    def rollback_ops(self, events: Sequence[Event], delay_s: float = 0.0) -> list[Op[Any]]:
+        with self.lock:
+            op = self.state.rollback(events)
+        return [] if op is None else [op]
+
     def releasing(self, unhanded: Sequence[Event]) -> Flow[None]:
         """Give up the lease; with the server away, it lapses by itself."""
         self.ctx.runtime.heartbeat.remove(self.token)
-        with self.lock, suppress(LeaseLostError):  # lost: nothing left to give up
-            yield from send(self.state.release(unhanded), retry=False)
+        with self.lock:
+            ops = self.state.release(unhanded)
+        with suppress(LeaseLostError):  # lost: nothing left to give up
+            yield from send(ops, retry=False)
         self._touched()
 
 
@@ -437,9 +476,23 @@ class SharedLoop(ReaderLoop):
 
     def flushing(self, retry: bool = True) -> Flow[None]:
         """Send the acknowledgements the handout holds."""
+        yield from self.sending(self.flush_ops(), retry=retry)
+
+    def ack_ops(
+        self, event: Event, outstanding: list[Event], *, defer: bool = False
+    ) -> tuple[list[Op[Any]], list[Event]]:
         with self.lock:
-            ops = self.state.flush()
-        yield from self.sending(ops, retry=retry)
+            self.state.commit([event])
+        return ([] if defer else self.flush_ops()), [e for e in outstanding if e is not event]
+
+    def flush_ops(self) -> list[Op[Any]]:
+        with self.lock:
+            return self.state.flush()
+
+    def rollback_ops(self, events: Sequence[Event], delay_s: float = 0.0) -> list[Op[Any]]:
+        with self.lock:
+            op = self.state.rollback(events, delay_s)
+        return [] if op is None else [op]
 
     def releasing(self, unhanded: Sequence[Event]) -> Flow[None]:
         """Leave the ring; with the server away, the lease lapses by itself and the

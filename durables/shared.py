@@ -9,6 +9,7 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
+from .exclusive import BlockingAcks
 from .reading import SharedLoop
 
 if TYPE_CHECKING:
@@ -18,7 +19,7 @@ if TYPE_CHECKING:
     from .selector import Selector
 
 
-class SharedReader(SharedLoop):
+class SharedReader(SharedLoop, BlockingAcks):
     """The server side of one consumer attached to a shared or serial durable."""
 
     lock: threading.RLock
@@ -46,19 +47,6 @@ class SharedReader(SharedLoop):
 
     def commit(self, events: Sequence[Event], *, defer: bool = False, retry: bool = True) -> None:
         self.executor.drive(self.committing(events, defer=defer, retry=retry))
-
-    def ack(self, event: Event, outstanding: list[Event], *, defer: bool = False) -> list[Event]:
-        self.commit([event], defer=defer)
-        return [e for e in outstanding if e is not event]
-
-    def flush_acks(self) -> None:
-        self.executor.drive(self.flushing())
-
-    def rollback(self, events: Sequence[Event], delay_s: float = 0.0) -> None:
-        with self.lock:
-            op = self.state.rollback(events, delay_s)
-        if op is not None:
-            self.executor.drive(self.sending([op]))
 
     def release(self, unhanded: Sequence[Event]) -> None:
         self.executor.drive(self.releasing(unhanded))

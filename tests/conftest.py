@@ -222,12 +222,12 @@ MEMORY_LEFT_OUT = {  # a module, a test function, or one parametrized test
     "test_spark_example.py": "Spark's workers are other processes",
     "test_spark_pipeline.py": "Spark's workers are other processes",
     "test_spark_options.py": "Spark's workers are other processes",
-    "test_docs.py::test_a_runnable_block_runs[docs/cli.md:80]":
-        "runs the `durables` command as a process",
-    "test_docs.py::test_a_runnable_block_runs[docs/operations.md:33]":
-        "configures the server (CONFIG), which fakeredis has not",
-    "test_docs.py::test_a_runnable_block_runs[docs/operations.md:55]":
-        "makes an ACL user and connects as it over redis://",
+    "test_docs.py::test_every_block_runs_beside_every_other_in_one_namespace_in_any_order":
+        "runs every block as a process against a server",
+    "test_newcomer.py": "starts the embedded server (a process)",
+    "test_secrets.py": "provokes every connection failure of server processes (TLS, Sentinel)",
+    "test_figures.py": "reads MEMORY USAGE, which fakeredis has not",
+    "test_console_safety.py": "serves the console over HTTP from a server's figures",
     "test_metrics.py::test_serve_answers_scrapes_over_http_until_terminated":
         "runs `durables metrics --serve` as a process against a server",
     "test_producers.py::test_a_publish_asking_for_more_replicas_than_confirm_raises_but_the_event_is_stored":
@@ -263,6 +263,13 @@ a cluster) or that reach the server from another process, with the reason. Every
 behaviour test runs on memory:// too."""
 
 
+MEMORY_BLOCKS_LEFT_OUT = {
+    "subprocess": "runs the `durables` command as a process",
+    "config_get": "configures the server (CONFIG), which fakeredis has not",
+    "ACL": "makes an ACL user and connects as it over redis://",
+    "figures()": "reads MEMORY USAGE, which fakeredis has not",
+}
+"""A docs block (`test_docs.py`) that does one of these needs a server process."""
 MEMORY_HELPERS_LEFT_OUT = {
     "python_child": "runs a child process, which cannot reach a store in this one",
     "run_on_terminal": "runs the `durables` command as a process on a terminal",
@@ -291,8 +298,10 @@ def memory_left_out(item: pytest.Item) -> str | None:
     )
     asked = getattr(item, "fixturenames", ())
     called = _called(function) if function is not None else set()
+    block = str(getattr(getattr(item, "callspec", None), "params", {}).get("code", ""))
     return (
         reason
+        or next((why for word, why in MEMORY_BLOCKS_LEFT_OUT.items() if word in block), None)
         or next((why for f, why in MEMORY_FIXTURES_LEFT_OUT.items() if f in asked), None)
         or next((why for f, why in MEMORY_HELPERS_LEFT_OUT.items() if f in called), None)
     )

@@ -228,15 +228,16 @@ def test_each_module_imports_alone() -> None:
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
 
 
-SESSION_MODULES = ("session_core", "session_delivery", "session_store", "session", "aio.session")
+LOCKING_MODULES = ("session_core", "session_delivery", "session_store", "session", "aio.session",
+                   "reading", "exclusive", "shared", "consumer", "aio.readers")  # fmt: skip
 
 
-def test_no_session_lock_is_held_across_a_round_trip() -> None:
+def test_no_reader_or_session_lock_is_held_across_a_round_trip() -> None:
     """A flow yields at each round trip (or outage waited out): a lock held over a `yield`
     stalls every other thread that wants it (the heartbeat telling the session its lease
     is gone) for as long as the server takes, an outage too."""
     held = []
-    for name in SESSION_MODULES:
+    for name in LOCKING_MODULES:
         tree = ast.parse(modules()[name].read_text())
         for node in ast.walk(tree):
             if not isinstance(node, ast.With | ast.AsyncWith):

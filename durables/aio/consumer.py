@@ -110,7 +110,7 @@ class AsyncConsumer(Fetching):
         """Hand back every fetched event not yet acknowledged."""
         self._check_open()
         outstanding = list(self._outstanding)
-        ops = self.reader.rollback(outstanding)
+        ops = self.reader.rollback_ops(outstanding)
         self._forget(outstanding)
         await self._send(ops)
 
@@ -121,7 +121,7 @@ class AsyncConsumer(Fetching):
 
     def ack_event(self, event: Event) -> asyncio.Task[None]:
         self._check_open()
-        ops, self._outstanding = self.reader.ack(
+        ops, self._outstanding = self.reader.ack_ops(
             event, self._outstanding, defer=self._acks is not None
         )
         self._deferred()
@@ -134,11 +134,11 @@ class AsyncConsumer(Fetching):
     async def flush_acks(self) -> None:
         """Send the acknowledgements waiting for the next read (`ack_flush_interval_s`)."""
         if not self._closed:
-            await self._send(self.reader.flush())
+            await self._send(self.reader.flush_ops())
 
     def rollback_event(self, event: Event, delay_s: float = 0.0) -> asyncio.Task[None]:
         self._check_open()
-        ops = self.reader.rollback([event], delay_s)
+        ops = self.reader.rollback_ops([event], delay_s)
         if event in self._outstanding:
             self._outstanding.remove(event)
         return self._start(ops)

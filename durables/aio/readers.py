@@ -42,19 +42,19 @@ class AsyncReader(FetchReader, Protocol):
         self, events: Sequence[Event], *, defer: bool = False, retry: bool = True
     ) -> None: ...
 
-    def ack(
+    def ack_ops(
         self, event: Event, outstanding: list[Event], *, defer: bool = False
     ) -> tuple[list[Op[Any]], list[Event]]:
         """The state changes at once; the operations to send (none when `defer`red to the
-        next read), and what stays outstanding."""
+        next read), and what stays outstanding (`reading.ReaderLoop.ack_ops`)."""
 
-    def flush(self) -> list[Op[Any]]:
+    def flush_ops(self) -> list[Op[Any]]:
         """The deferred acknowledgements, to send now."""
 
-    def rollback(self, events: Sequence[Event], delay_s: float = 0.0) -> list[Op[Any]]: ...
+    def rollback_ops(self, events: Sequence[Event], delay_s: float = 0.0) -> list[Op[Any]]: ...
 
     async def send(self, ops: Sequence[Op[Any]]) -> None:
-        """Send acks or rollbacks `ack`/`rollback` asked for."""
+        """Send acks or rollbacks `ack_ops`/`rollback_ops` asked for."""
 
     async def release(self, unhanded: Sequence[Event]) -> None: ...
 
@@ -79,20 +79,6 @@ class AsyncExclusiveReader(ExclusiveLoop):
         self, events: Sequence[Event], *, defer: bool = False, retry: bool = True
     ) -> None:
         await self.executor.drive(self.committing(events, defer=defer, retry=retry))
-
-    def ack(
-        self, event: Event, outstanding: list[Event], *, defer: bool = False
-    ) -> tuple[list[Op[Any]], list[Event]]:
-        op, left = self.state.ack(event, outstanding, defer=defer)
-        return ([] if op is None else [op]), left
-
-    def flush(self) -> list[Op[Any]]:
-        op = self.state.flush()
-        return [] if op is None else [op]
-
-    def rollback(self, events: Sequence[Event], delay_s: float = 0.0) -> list[Op[Any]]:
-        op = self.state.rollback(events)
-        return [] if op is None else [op]
 
     async def send(self, ops: Sequence[Op[Any]]) -> None:
         await self.executor.drive(self.sending(ops))
@@ -128,19 +114,6 @@ class AsyncSharedReader(SharedLoop):
         self, events: Sequence[Event], *, defer: bool = False, retry: bool = True
     ) -> None:
         await self.executor.drive(self.committing(events, defer=defer, retry=retry))
-
-    def ack(
-        self, event: Event, outstanding: list[Event], *, defer: bool = False
-    ) -> tuple[list[Op[Any]], list[Event]]:
-        self.state.commit([event])
-        return ([] if defer else self.state.flush()), [e for e in outstanding if e is not event]
-
-    def flush(self) -> list[Op[Any]]:
-        return self.state.flush()
-
-    def rollback(self, events: Sequence[Event], delay_s: float = 0.0) -> list[Op[Any]]:
-        op = self.state.rollback(events, delay_s)
-        return [] if op is None else [op]
 
     async def send(self, ops: Sequence[Op[Any]]) -> None:
         await self.executor.drive(self.sending(ops))
