@@ -71,15 +71,21 @@ if id_before(start, before) then
   end
 end
 local take = want - count
-if take > 0 and bound ~= '' then
+if take > 0 and bound ~= '' and id_before(bound, newest_id(stream)) then
+  -- events came after the bound: count those up to it (moving every entry through Lua
+  -- costs what reading it does, so only when the bound cuts the stream)
   take = id_before(before, bound) and #redis.call('XRANGE', stream, '(' .. before, bound, 'COUNT', take) or 0
 end
-if take > 0 then
-  local got = redis.call('XREADGROUP', 'GROUP', group, token, 'COUNT', take, 'STREAMS', stream, '>')
-  if got and #got[1][2] > 0 then
-    local entries = got[1][2]
+-- in slices: a reply of half a million entries would be held in Lua at once
+local SLICE = 10000
+while take > 0 do
+  local asked = math.min(take, SLICE)
+  local got = redis.call('XREADGROUP', 'GROUP', group, token, 'COUNT', asked, 'STREAMS', stream, '>')
+  local entries = got and got[1][2] or {}
+  if #entries > 0 then
     count = count + #entries
     last = entries[#entries][1]
   end
+  take = #entries < asked and 0 or take - #entries
 end
 return {last, count, before}

@@ -36,10 +36,10 @@ from ..durable import Durable
 from ..errors import ConfigError, DurableNotFound
 from ..selector import compile_filter
 from . import store
+from .columns import entries_batch, id_key
 from .errors import plain_errors
 from .options import Connection, ReadOptions
 from .ranges import FIRST_ID, IdRange, after, is_after, split, tasks_for
-from .schema import arrow_batch
 
 PLAN_SLICE = 10_000
 """Events handed out per plan script call when Spark asks for everything available: keeps
@@ -70,16 +70,13 @@ def read_partition(partition: InputPartition) -> Iterator[RecordBatch]:
     if not isinstance(partition, RangePartition):
         return
     part = partition
-    with part.connection.connect() as client:
-        chunks = store.read_range(
-            client,
-            part.connection.channel,
-            part.span,
-            compile_filter(part.filter),
-            part.handed_out_before,
-        )
-        for rows in chunks:
-            yield arrow_batch(rows)
+    selector = compile_filter(part.filter)
+    before = None if part.handed_out_before is None else id_key(part.handed_out_before)
+    client = part.connection.shared()
+    for entries in store.read_range(client, part.connection.channel, part.span):
+        batch = entries_batch(part.connection.channel, entries, selector, before)
+        if batch is not None:
+            yield batch
 
 
 class BatchReader(DataSourceReader):
