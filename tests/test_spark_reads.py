@@ -64,3 +64,22 @@ def test_a_batch_planned_under_a_bound_stops_there_though_later_events_exist(
     assert (plan.end, plan.events) == (ids[9], 2)
     assert durable.transaction_depth() == 10
     store.release(durable)
+
+
+def test_a_commit_acknowledges_the_planned_ids_up_to_its_end_and_sweeps_the_rest(
+    client: durables.Client,
+) -> None:
+    channel = client.channel("orders")
+    channel.publish_many([durables.Message(f"{i}".encode()) for i in range(12)])
+    durable = channel.durable("spark", start="earliest")
+    first = store.plan_batch(durable, FIRST_ID, 5, None)
+    second = store.plan_batch(durable, first.end, 5, None)
+    assert len(first.ids) == len(second.ids) == 5
+    assert store.ack_upto(durable, first.end, first.ids) == 5
+    assert durable.transaction_depth() == 5  # the second batch stays handed out
+    store.plan_batch(durable, second.end, 5, None)
+    # given only some of the ids (a plan of an earlier run is not known), the sweep
+    # acknowledges everything else pending up to the end
+    assert store.ack_upto(durable, second.end, second.ids[:2]) == 5
+    assert durable.transaction_depth() == 2
+    store.release(durable)

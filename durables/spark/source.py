@@ -191,18 +191,19 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def _plan_all(self, durable: Durable, start: str) -> store.Plan:
         plan = store.plan_batch(durable, start, PLAN_SLICE, self._bound)
-        total, before = plan.events, plan.handed_out_before
+        total, before, ids = plan.events, plan.handed_out_before, list(plan.ids)
         while plan.events == PLAN_SLICE:
             plan = store.plan_batch(durable, plan.end, PLAN_SLICE, self._bound)
             total += plan.events
-        return store.Plan(plan.end, total, before)
+            ids += plan.ids
+        return store.Plan(plan.end, total, before, ids)
 
     @plain_errors
     def partitions(self, start: dict[str, str], end: dict[str, str]) -> list[InputPartition]:
         first, last = start["id"], end["id"]
         if not is_after(last, first):
             return []
-        plan = self._planned.pop(last, None)
+        plan = self._planned.get(last)  # dropped when Spark commits it
         # a batch planned in an earlier run (Spark runs it again after a crash) was handed
         # out before: every event of it is redelivered
         before = last if plan is None else plan.handed_out_before
@@ -219,8 +220,10 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def commit(self, end: dict[str, str]) -> None:
         """Spark committed every batch up to `end`: acknowledge them on the durable."""
         _, durable = self._connected()
-        store.ack_upto(durable, end["id"])
-        for planned in [k for k in self._planned if not is_after(k, end["id"])]:
+        done = [k for k in self._planned if not is_after(k, end["id"])]
+        ids = [i for k in done for i in self._planned[k].ids]
+        store.ack_upto(durable, end["id"], ids)
+        for planned in done:
             del self._planned[planned]
 
     def stop(self) -> None:

@@ -31,6 +31,8 @@ durable back at once instead of waiting for its old lease to lapse."""
 READ_CHUNK = 10_000
 """Events per XRANGE round trip of a read task: one Arrow batch each (a round trip and a
 batch cost about what converting a thousand events does)."""
+ACK_CHUNK = 50_000
+"""Ids per acknowledging script call (a commit sends all of its calls in one pipeline)."""
 STAGE_CHUNK = 10_000
 """Events per RPUSH of a write task."""
 STAGE_TTL_MS = 24 * 3600 * 1000
@@ -46,6 +48,8 @@ class Plan:
     events: int
     handed_out_before: str
     """Events up to this id were handed out by the durable before this plan."""
+    ids: Sequence[bytes] = ()
+    """The ids it handed out: acknowledged by id when Spark commits the batch."""
 
 
 def _about(durable: Durable) -> str:
@@ -53,8 +57,8 @@ def _about(durable: Durable) -> str:
 
 
 def _plan(reply: Any) -> Plan:
-    end, count, before = reply
-    return Plan(text(end), int(count), text(before))
+    end, count, before, ids = reply
+    return Plan(text(end), int(count), text(before), ids)
 
 
 def plan_batch(durable: Durable, start: str, most: int, bound: str | None) -> Plan:
@@ -84,13 +88,20 @@ def position(durable: Durable) -> str:
     raise DurablesError(f"durable {durable.name!r} has no consumer group")  # pragma: no cover
 
 
-def ack_upto(durable: Durable, end: str) -> int:
-    """Acknowledge every event of the durable up to and including `end`."""
+def ack_upto(durable: Durable, end: str, ids: Sequence[bytes] = ()) -> int:
+    """Acknowledge every event of the durable up to and including `end`: `ids` (all up to
+    `end`, those the plans handed out) by id, then whatever else is pending up to `end`,
+    in one round trip."""
     k = durable.keys
-    acked = durable.ctx.executor.run(
-        script("spark_ack", [k.stream, k.redeliveries(durable.name), k.keep(durable.name)],
-               [durable.name, end], parse=as_int, context=_about(durable))
-    )  # fmt: skip
+    keys = [k.stream, k.redeliveries(durable.name), k.keep(durable.name)]
+    chunks = [ids[i : i + ACK_CHUNK] for i in range(0, len(ids), ACK_CHUNK)] or [()]
+    sweep = len(chunks) - 1  # the last call then sweeps (finding nothing, normally)
+    ops = [
+        script("spark_ack", keys, [durable.name, end, "1" if i == sweep else "0", *chunk],
+               parse=as_int, context=_about(durable))
+        for i, chunk in enumerate(chunks)
+    ]  # fmt: skip
+    acked: int = sum(durable.ctx.executor.run_all(ops))
     durable.ctx.touch(durable.channel_name)
     return acked
 
