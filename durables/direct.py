@@ -10,6 +10,11 @@ TLS, credentials, a Sentinel's current primary), sends packed commands and reads
 replies through the client's own `parse_response`, so every reply is parsed exactly
 as redis-py would (its response callbacks and ours for stream reads, its error
 classes, the Sentinel connection's READONLY handling).
+
+Waking a busy connection needs two things redis-py has no public name for: a
+connection's socket and a pool's lent connections. `socket_of` and `lent` are the only
+reads of redis-py's private surface; pyproject pins redis-py to the releases they are
+tested on, and tests/test_redis_py_surface.py fails on the first release that changes them.
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ import contextlib
 import os
 import socket
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import hiredis
@@ -59,7 +64,7 @@ def wake(conn: Conn) -> None:
     thread, its descriptor would be free for a new socket to take before the owner's
     read began, and that read would wait on another connection's socket (a reader hung
     for the whole socket timeout this way when a paused server came back)."""
-    sock = conn._sock
+    sock = socket_of(conn)
     if sock is not None:
         with contextlib.suppress(OSError):
             sock.shutdown(socket.SHUT_RDWR)
@@ -68,8 +73,21 @@ def wake(conn: Conn) -> None:
 def wake_pool(pool: Any) -> None:
     """A redis-py pool's idle connections closed, those in use woken (`wake`)."""
     pool.disconnect(inuse_connections=False)
-    for conn in pool._get_in_use_connections():
+    for conn in lent(pool):
         wake(conn)
+
+
+def socket_of(conn: Conn) -> socket.socket | None:
+    """A redis-py connection's socket (its private `_sock`), None while not connected."""
+    sock: socket.socket | None = conn._sock
+    return sock
+
+
+def lent(pool: Any) -> Iterable[Conn]:
+    """The connections a redis-py pool has lent and not had back: a copy its private
+    `_get_in_use_connections` takes under the pool's lock."""
+    conns: Iterable[Conn] = pool._get_in_use_connections()
+    return conns
 
 
 class Connections:
@@ -191,4 +209,4 @@ def _stale(conn: Conn) -> bool:
         return True
 
 
-__all__ = ["Connections", "wake", "wake_pool"]
+__all__ = ["Connections", "lent", "socket_of", "wake", "wake_pool"]

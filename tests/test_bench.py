@@ -56,8 +56,8 @@ SCENARIO_NAMES = [
     "sessions_1000_connected",
     "sessions_1000_10_at_limit",
     "reconnect_first_event",
-    "spark_source",
-    "spark_pipeline",
+    "spark_source_5k",
+    "spark_pipeline_5k",
 ]
 REQUIRED = [
     "name",

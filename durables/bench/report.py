@@ -144,7 +144,7 @@ def notes(rows: list[Doc]) -> list[str]:
     lines: list[str] = []
     for row in rows:
         for variant, note in row["notes"].items():
-            line = f"{row['name']} / {VARIANT_LABELS[variant]}: {note}"
+            line = f"{row['name']} / {VARIANT_LABELS.get(variant, variant)}: {note}"
             if line not in lines:
                 lines.append(line)
     return lines

@@ -13,7 +13,8 @@
 -- ARGV[4]  the batch's start: the last id of the batch before (exclusive)
 -- ARGV[5]  at most this many events
 -- ARGV[6]  the last id the batch may reach ('' = no bound)
--- Returns  {end id, events in (start, end], the group's position before this call}.
+-- Returns  {end id, events in (start, end], the group's position before this call, the ids
+--          handed out in (start, end] (acknowledged by them when Spark commits)}.
 -- Errors   NODURABLE, NOGROUP, INUSE <holder>.
 --@include ids
 local stream, group, token = KEYS[1], ARGV[1], ARGV[2]
@@ -58,7 +59,7 @@ if id_before(before, start) then
   redis.call('XGROUP', 'SETID', stream, group, start)
   before = start
 end
-local last, count = start, 0
+local last, count, ids = start, 0, {}
 if id_before(start, before) then
   local hi = before
   if bound ~= '' and id_before(bound, hi) then
@@ -66,20 +67,32 @@ if id_before(start, before) then
   end
   local again = redis.call('XRANGE', stream, '(' .. start, hi, 'COUNT', want)
   count = #again
+  for i, entry in ipairs(again) do
+    ids[i] = entry[1]
+  end
   if count > 0 then
     last = again[count][1]
   end
 end
 local take = want - count
-if take > 0 and bound ~= '' then
+if take > 0 and bound ~= '' and id_before(bound, newest_id(stream)) then
+  -- events came after the bound: count those up to it (moving every entry through Lua
+  -- costs what reading it does, so only when the bound cuts the stream)
   take = id_before(before, bound) and #redis.call('XRANGE', stream, '(' .. before, bound, 'COUNT', take) or 0
 end
-if take > 0 then
-  local got = redis.call('XREADGROUP', 'GROUP', group, token, 'COUNT', take, 'STREAMS', stream, '>')
-  if got and #got[1][2] > 0 then
-    local entries = got[1][2]
+-- in slices: a reply of half a million entries would be held in Lua at once
+local SLICE = 10000
+while take > 0 do
+  local asked = math.min(take, SLICE)
+  local got = redis.call('XREADGROUP', 'GROUP', group, token, 'COUNT', asked, 'STREAMS', stream, '>')
+  local entries = got and got[1][2] or {}
+  for _, entry in ipairs(entries) do
+    ids[#ids + 1] = entry[1]
+  end
+  if #entries > 0 then
     count = count + #entries
     last = entries[#entries][1]
   end
+  take = #entries < asked and 0 or take - #entries
 end
-return {last, count, before}
+return {last, count, before, ids}

@@ -7,6 +7,8 @@ here once, without pyspark, so that a bad one fails the query at its start with 
 
 from __future__ import annotations
 
+import atexit
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import cast
@@ -45,6 +47,30 @@ class Connection:
         if self.namespace is not None:
             settings["namespace"] = self.namespace
         return connect(self.url, **settings)
+
+    def shared(self) -> Client:
+        """A client for this connection kept for the life of the process (not closed by
+        the caller). Spark runs task after task in the same Python workers, and opening a
+        client (its connections, the server's version, the scripts) costs about what a
+        task's reading of a few thousand events does."""
+        with _SHARED_LOCK:
+            client = _SHARED.get(self)
+            if client is None or client.state == "closed":
+                client = _SHARED[self] = self.connect()
+            return client
+
+
+_SHARED: dict[Connection, Client] = {}
+_SHARED_LOCK = threading.Lock()
+
+
+@atexit.register
+def _close_shared() -> None:
+    with _SHARED_LOCK:
+        clients = list(_SHARED.values())
+        _SHARED.clear()
+    for client in clients:
+        client.close()
 
 
 @dataclass(frozen=True)

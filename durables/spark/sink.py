@@ -7,6 +7,9 @@ driver's `commit(messages, batchId)` takes one atomic step: unless the channel's
 for this query says the batch is in, append every staged row in partition order and
 record the batch id. A batch Spark runs again after a crash finds itself recorded and
 publishes nothing, even when the checkpoint's commit log lost its entry.
+
+The writers take Spark's Arrow batches (no `Row` made per event in Python) and read each
+column once per batch.
 """
 
 from __future__ import annotations
@@ -16,9 +19,14 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+import pyarrow as pa
 from pyspark import TaskContext
-from pyspark.sql.datasource import DataSourceStreamWriter, DataSourceWriter, WriterCommitMessage
-from pyspark.sql.types import Row, StructType
+from pyspark.sql.datasource import (
+    DataSourceArrowWriter,
+    DataSourceStreamArrowWriter,
+    WriterCommitMessage,
+)
+from pyspark.sql.types import StructType
 
 from ..events import Encoded, encode_event
 from . import store
@@ -47,15 +55,14 @@ class _Writer:
             self.max_bytes = client.settings.max_payload_bytes
         self.sink_id = options.sink_id
 
-    def stage(self, rows: Iterator[Row]) -> Staged:
+    def stage(self, batches: Iterator[pa.RecordBatch]) -> Staged:
         """Runs in a task: encode every row (bad ones fail the task with a PayloadError) and
         stage them for the driver's commit."""
         context = TaskContext.get()
         partition = context.partitionId() if context is not None else 0
         token = uuid.uuid4().hex
-        encoded = (encode_row(row, self.columns, self.max_bytes) for row in rows)
-        with self.connection.connect() as client:
-            count = store.stage(client, self.connection.channel, token, encoded)
+        encoded = (e for b in batches for e in encode_batch(b, self.columns, self.max_bytes))
+        count = store.stage(self.connection.shared(), self.connection.channel, token, encoded)
         return Staged(partition, token, count)
 
     def publish(
@@ -64,26 +71,24 @@ class _Writer:
         """Runs on the driver: append what the tasks staged, once per (sink, batch id); an
         empty `sink_id` appends without checking or recording."""
         staged = sorted((m for m in messages if isinstance(m, Staged)), key=lambda m: m.partition)
-        with self.connection.connect() as client:
-            store.commit_batch(
-                client,
-                self.connection.channel,
-                sink_id,
-                batch_id,
-                [m.token for m in staged],
-                sum(m.events for m in staged),
-            )
+        store.commit_batch(
+            self.connection.shared(),
+            self.connection.channel,
+            sink_id,
+            batch_id,
+            [m.token for m in staged],
+            sum(m.events for m in staged),
+        )
 
     def drop(self, messages: Sequence[WriterCommitMessage | None]) -> None:
         tokens = [m.token for m in messages if isinstance(m, Staged)]
-        with self.connection.connect() as client:
-            store.drop_stages(client, self.connection.channel, tokens)
+        store.drop_stages(self.connection.shared(), self.connection.channel, tokens)
 
 
-class StreamWriter(_Writer, DataSourceStreamWriter):
+class StreamWriter(_Writer, DataSourceStreamArrowWriter):
     """`df.writeStream.format("durables")`: each micro-batch appended exactly once."""
 
-    def write(self, iterator: Iterator[Row]) -> Staged:
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> Staged:
         return self.stage(iterator)
 
     @plain_errors
@@ -94,10 +99,10 @@ class StreamWriter(_Writer, DataSourceStreamWriter):
         self.drop(messages)
 
 
-class BatchWriter(_Writer, DataSourceWriter):
+class BatchWriter(_Writer, DataSourceArrowWriter):
     """`df.write.format("durables")`: the whole DataFrame appended at once, or nothing."""
 
-    def write(self, iterator: Iterator[Row]) -> Staged:
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> Staged:
         return self.stage(iterator)
 
     @plain_errors
@@ -108,20 +113,21 @@ class BatchWriter(_Writer, DataSourceWriter):
         self.drop(messages)
 
 
-def encode_row(row: Row, columns: SinkColumns, max_bytes: int) -> Encoded:
-    """A row as the values the publish step takes; the checks of `Channel.publish`."""
-    data: Any = row[columns.data]
-    if isinstance(data, bytearray):
-        data = bytes(data)
-    elif data is None:
-        data = b""
-    key = None if columns.key is None else row[columns.key]
-    properties = None if columns.properties is None else row[columns.properties]
-    if properties:
-        properties = {name: _value(value) for name, value in properties.items()}
-    return encode_event(data, key, properties, max_bytes)
+def encode_batch(batch: pa.RecordBatch, columns: SinkColumns, max_bytes: int) -> Iterator[Encoded]:
+    """A batch's rows as the values the publish step takes; the checks of `Channel.publish`."""
+    data = batch.column(columns.data).to_pylist()
+    keys = _column(batch, columns.key)
+    maps = _column(batch, columns.properties)
+    for i, payload in enumerate(data):
+        properties = maps[i]
+        if properties:  # a map arrives as (name, value) pairs; a null value as ""
+            properties = {name: "" if value is None else value for name, value in properties}
+        yield encode_event(b"" if payload is None else payload, keys[i], properties, max_bytes)
 
 
-def _value(value: Any) -> Any:
-    """Map values of a null: an empty string (properties have no null)."""
-    return "" if value is None else value
+def _column(batch: pa.RecordBatch, index: int | None) -> list[Any]:
+    """A column's values, or None for every row when the column is absent."""
+    if index is None:
+        return [None] * batch.num_rows
+    values: list[Any] = batch.column(index).to_pylist()
+    return values

@@ -36,10 +36,10 @@ from ..durable import Durable
 from ..errors import ConfigError, DurableNotFound
 from ..selector import compile_filter
 from . import store
+from .columns import entries_batch, id_key
 from .errors import plain_errors
 from .options import Connection, ReadOptions
 from .ranges import FIRST_ID, IdRange, after, is_after, split, tasks_for
-from .schema import arrow_batch
 
 PLAN_SLICE = 10_000
 """Events handed out per plan script call when Spark asks for everything available: keeps
@@ -70,16 +70,13 @@ def read_partition(partition: InputPartition) -> Iterator[RecordBatch]:
     if not isinstance(partition, RangePartition):
         return
     part = partition
-    with part.connection.connect() as client:
-        chunks = store.read_range(
-            client,
-            part.connection.channel,
-            part.span,
-            compile_filter(part.filter),
-            part.handed_out_before,
-        )
-        for rows in chunks:
-            yield arrow_batch(rows)
+    selector = compile_filter(part.filter)
+    before = None if part.handed_out_before is None else id_key(part.handed_out_before)
+    client = part.connection.shared()
+    for entries in store.read_range(client, part.connection.channel, part.span):
+        batch = entries_batch(part.connection.channel, entries, selector, before)
+        if batch is not None:
+            yield batch
 
 
 class BatchReader(DataSourceReader):
@@ -194,18 +191,19 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def _plan_all(self, durable: Durable, start: str) -> store.Plan:
         plan = store.plan_batch(durable, start, PLAN_SLICE, self._bound)
-        total, before = plan.events, plan.handed_out_before
+        total, before, ids = plan.events, plan.handed_out_before, list(plan.ids)
         while plan.events == PLAN_SLICE:
             plan = store.plan_batch(durable, plan.end, PLAN_SLICE, self._bound)
             total += plan.events
-        return store.Plan(plan.end, total, before)
+            ids += plan.ids
+        return store.Plan(plan.end, total, before, ids)
 
     @plain_errors
     def partitions(self, start: dict[str, str], end: dict[str, str]) -> list[InputPartition]:
         first, last = start["id"], end["id"]
         if not is_after(last, first):
             return []
-        plan = self._planned.pop(last, None)
+        plan = self._planned.get(last)  # dropped when Spark commits it
         # a batch planned in an earlier run (Spark runs it again after a crash) was handed
         # out before: every event of it is redelivered
         before = last if plan is None else plan.handed_out_before
@@ -222,8 +220,10 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def commit(self, end: dict[str, str]) -> None:
         """Spark committed every batch up to `end`: acknowledge them on the durable."""
         _, durable = self._connected()
-        store.ack_upto(durable, end["id"])
-        for planned in [k for k in self._planned if not is_after(k, end["id"])]:
+        done = [k for k in self._planned if not is_after(k, end["id"])]
+        ids = [i for k in done for i in self._planned[k].ids]
+        store.ack_upto(durable, end["id"], ids)
+        for planned in done:
             del self._planned[planned]
 
     def stop(self) -> None:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from redis.exceptions import ResponseError
 
 from ..errors import DurablesError
-from ..events import Encoded, event_from_entry
+from ..events import Encoded
 from ..ids import previous
 from ..leases import Lease
 from ..ops.base import Op, as_bool, as_int, command, script
@@ -22,24 +22,22 @@ from .errors import SinkCommitError
 if TYPE_CHECKING:
     from ..client import Client
     from ..durable import Durable
-    from ..events import Event
-    from ..selector import Selector
     from .ranges import IdRange
 
 TOKEN = "spark"
 """The Spark reader's consumer name in a durable's group, and its lease value on an
 exclusive durable. The same in every run, so a query restarted after a crash takes the
 durable back at once instead of waiting for its old lease to lapse."""
-READ_CHUNK = 1000
-"""Events per XRANGE round trip of a read task."""
-STAGE_CHUNK = 1000
+READ_CHUNK = 10_000
+"""Events per XRANGE round trip of a read task: one Arrow batch each (a round trip and a
+batch cost about what converting a thousand events does)."""
+ACK_CHUNK = 50_000
+"""Ids per acknowledging script call (a commit sends all of its calls in one pipeline)."""
+STAGE_CHUNK = 10_000
 """Events per RPUSH of a write task."""
 STAGE_TTL_MS = 24 * 3600 * 1000
 """Staged rows of a batch whose commit never came (a task retried, a query dropped) vanish
 after a day."""
-Row = tuple[str, str, str | None, bytes, dict[str, str], int, bool]
-"""One row of the source's schema: id, channel, key, data, properties, timestamp (in
-milliseconds since the epoch, from the id), redelivered."""
 
 
 @dataclass(frozen=True)
@@ -50,6 +48,8 @@ class Plan:
     events: int
     handed_out_before: str
     """Events up to this id were handed out by the durable before this plan."""
+    ids: Sequence[bytes] = ()
+    """The ids it handed out: acknowledged by id when Spark commits the batch."""
 
 
 def _about(durable: Durable) -> str:
@@ -57,8 +57,8 @@ def _about(durable: Durable) -> str:
 
 
 def _plan(reply: Any) -> Plan:
-    end, count, before = reply
-    return Plan(text(end), int(count), text(before))
+    end, count, before, ids = reply
+    return Plan(text(end), int(count), text(before), ids)
 
 
 def plan_batch(durable: Durable, start: str, most: int, bound: str | None) -> Plan:
@@ -88,13 +88,20 @@ def position(durable: Durable) -> str:
     raise DurablesError(f"durable {durable.name!r} has no consumer group")  # pragma: no cover
 
 
-def ack_upto(durable: Durable, end: str) -> int:
-    """Acknowledge every event of the durable up to and including `end`."""
+def ack_upto(durable: Durable, end: str, ids: Sequence[bytes] = ()) -> int:
+    """Acknowledge every event of the durable up to and including `end`: `ids` (all up to
+    `end`, those the plans handed out) by id, then whatever else is pending up to `end`,
+    in one round trip."""
     k = durable.keys
-    acked = durable.ctx.executor.run(
-        script("spark_ack", [k.stream, k.redeliveries(durable.name), k.keep(durable.name)],
-               [durable.name, end], parse=as_int, context=_about(durable))
-    )  # fmt: skip
+    keys = [k.stream, k.redeliveries(durable.name), k.keep(durable.name)]
+    chunks = [ids[i : i + ACK_CHUNK] for i in range(0, len(ids), ACK_CHUNK)] or [()]
+    sweep = len(chunks) - 1  # the last call then sweeps (finding nothing, normally)
+    ops = [
+        script("spark_ack", keys, [durable.name, end, "1" if i == sweep else "0", *chunk],
+               parse=as_int, context=_about(durable))
+        for i, chunk in enumerate(chunks)
+    ]  # fmt: skip
+    acked: int = sum(durable.ctx.executor.run_all(ops))
     durable.ctx.touch(durable.channel_name)
     return acked
 
@@ -115,57 +122,20 @@ def release(durable: Durable) -> None:
                                         [TOKEN], context=_about(durable)))  # fmt: skip
 
 
-def read_range(
-    client: Client,
-    channel: str,
-    span: IdRange,
-    selector: Selector | None,
-    handed_out_before: str | None,
-) -> Iterator[list[Row]]:
-    """The rows of the events in `span` that match `selector`, in id order, one list per
-    round trip. Tombstones of keyed channels are not events to a Spark reader."""
+def read_range(client: Client, channel: str, span: IdRange) -> Iterator[list[Any]]:
+    """The entries of `span`, in id order, `READ_CHUNK` per round trip."""
     stream = client.keys(channel).stream
     low = span.first
-    before = None if handed_out_before is None else _key(handed_out_before)
     while True:
         entries: Any = client.ctx.executor.run(
             command("XRANGE", stream, low, span.last, "COUNT", READ_CHUNK,
                     context=f"reading channel {channel!r}")
         )  # fmt: skip
-        rows = []
-        for entry in entries:
-            event = event_from_entry(channel, entry)
-            if event is None or event.destroyed:
-                continue
-            if selector is not None and not selector.matches(event.key, event.properties):
-                continue
-            rows.append(_row(event, before))
-        if rows:
-            yield rows
+        if entries:
+            yield entries
         if len(entries) < READ_CHUNK:
             return
         low = "(" + text(entries[-1][0])
-
-
-def _key(event_id: str) -> tuple[int, int]:
-    ms, _, seq = event_id.partition("-")
-    return int(ms), int(seq or 0)
-
-
-def _row(event: Event, handed_out_before: tuple[int, int] | None) -> Row:
-    properties = {
-        name: value if isinstance(value, str) else _scalar(value)
-        for name, value in event.properties.items()
-    }
-    key = _key(event.id)
-    redelivered = handed_out_before is not None and key <= handed_out_before
-    return (event.id, event.channel, event.key, event.data, properties, key[0], redelivered)
-
-
-def _scalar(value: object) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
 
 
 def stage(client: Client, channel: str, token: str, events: Iterable[Encoded]) -> int:
