@@ -225,6 +225,7 @@ MEMORY_LEFT_OUT = {  # a module, a test function, or one parametrized test
     "test_docs.py::test_every_block_runs_beside_every_other_in_one_namespace_in_any_order":
         "runs every block as a process against a server",
     "test_newcomer.py": "starts the embedded server (a process)",
+    "test_redis_py_surface.py": "checks redis-py's sockets to a server process",
     "test_secrets.py": "provokes every connection failure of server processes (TLS, Sentinel)",
     "test_figures.py": "reads MEMORY USAGE, which fakeredis has not",
     "test_console_safety.py": "serves the console over HTTP from a server's figures",
