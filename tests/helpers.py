@@ -51,16 +51,24 @@ def command_calls(redis: Any, name: str) -> int:
 
 @contextmanager
 def fetch_loops(
-    channel: durables.Channel, receivers: Mapping[durables.Kind, Callable[[durables.Event], object]]
+    channel: durables.Channel,
+    receivers: Mapping[durables.Kind, Callable[[durables.Event], object]],
+    *,
+    replicated: int = 0,
+    consumers: dict[str, durables.Consumer] | None = None,
 ) -> Iterator[None]:
     """Per kind, an auto-ack consumer of the durable named after the kind, fetching in a
     thread of its own and handing every event to the kind's receiver, until the block
-    ends."""
+    ends (`replicated` for each consumer; each is put in `consumers` when given)."""
     stop = threading.Event()
     durables_by_kind = {kind: channel.durable(kind, kind=kind) for kind in receivers}
 
     def loop(kind: durables.Kind, receive: Callable[[durables.Event], object]) -> None:
-        with durables_by_kind[kind].consumer("loop", auto_ack=True) as consumer:
+        with durables_by_kind[kind].consumer(
+            "loop", auto_ack=True, replicated=replicated
+        ) as consumer:
+            if consumers is not None:
+                consumers[kind] = consumer
             while not stop.is_set():
                 for event in consumer.fetch(timeout=0.3):
                     receive(event)

@@ -25,6 +25,7 @@ from .checker import Checker
 from .conftest import FAST, SERVER_KIND
 from .faultproxy import FaultProxy
 from .ha_sentinel import SentinelSet
+from .helpers import fetch_loops
 from .servers import RedisProcess, server_binary
 
 pytestmark = pytest.mark.slow
@@ -60,6 +61,12 @@ class Run:
             for checker in self.checkers.values():
                 checker.confirm(token, event_id)
 
+    def producing(self, channel: durables.Channel, replicas: int) -> threading.Thread:
+        """`produce` on a thread of its own, started."""
+        thread = threading.Thread(target=self.produce, args=(channel, replicas), daemon=True)
+        thread.start()
+        return thread
+
     def receiver(self, name: str) -> Callable[[durables.Event], None]:
         checker = self.checkers.setdefault(name, Checker())
         return lambda event: checker.deliver_event(name, event)
@@ -79,20 +86,6 @@ def readers(client: durables.Client, run: Run, replicated: int) -> Iterator[None
     """An exclusive and a serial consumer fetching in threads, a shared subscription and a
     session, all on the channel 'orders', until the block ends."""
     channel = client.channel("orders")
-    stop = threading.Event()
-    threads = []
-    for kind in ("exclusive", "serial"):
-        dur = channel.durable(kind, kind=kind)
-        receive = run.receiver(kind)
-
-        def loop(dur: durables.Durable = dur, receive: Any = receive, kind: str = kind) -> None:
-            with dur.consumer("loop", auto_ack=True, replicated=replicated) as consumer:
-                run.discarded[kind] = lambda: consumer.discarded
-                while not stop.is_set():
-                    for event in consumer.fetch(timeout=0.3):
-                        receive(event)
-
-        threads.append(threading.Thread(target=loop, daemon=True))
     shared = channel.durable("shared", kind="shared")
     sub = shared.subscribe(run.receiver("shared"), auto_ack=True, replicated=replicated)
     run.discarded["shared"] = lambda: sub.consumer.discarded
@@ -105,14 +98,16 @@ def readers(client: durables.Client, run: Run, replicated: int) -> Iterator[None
     session.add_listener("orders", Listener())
     session.ready_for_events()
     run.discarded["session"] = lambda: session.discarded
-    for thread in threads:
-        thread.start()
+    loops: dict[durables.Kind, Callable[[durables.Event], None]] = {
+        kind: run.receiver(kind) for kind in ("exclusive", "serial")
+    }
+    consumers: dict[str, durables.Consumer] = {}
+    for kind in loops:
+        run.discarded[kind] = lambda kind=kind: consumers[kind].discarded  # type: ignore[misc]
     try:
-        yield
+        with fetch_loops(channel, loops, replicated=replicated, consumers=consumers):
+            yield
     finally:
-        stop.set()
-        for thread in threads:
-            thread.join(10)
         sub.close()
         assert sub.error is None and session.error is None
         session.close()
@@ -154,12 +149,8 @@ def test_every_reader_rides_through_a_killed_server_a_black_hole_and_resets(
     with ExitStack() as stack:
         proxy = stack.enter_context(FaultProxy(fresh_server.port))
         client = stack.enter_context(durables.connect(proxy.url, namespace=namespace, **SETTINGS))
-        for name in ("exclusive", "serial", "shared", "session"):
-            run.receiver(name)
-        channel = client.channel("orders")
         with readers(client, run, replicated=0):
-            producer = threading.Thread(target=run.produce, args=(channel, 0), daemon=True)
-            producer.start()
+            producer = run.producing(client.channel("orders"), replicas=0)
             time.sleep(1.5)
             fresh_server.kill9()  # AOF always: whatever was confirmed is on disk
             time.sleep(0.5)
@@ -198,12 +189,8 @@ def test_every_reader_rides_through_two_failovers_with_replicated_reads(
     run = Run()
     settings = {**SETTINGS, "replica_timeout_s": 2.0}
     with durables.connect(sentinel_set.url, namespace=namespace, **settings) as client:
-        for name in ("exclusive", "serial", "shared", "session"):
-            run.receiver(name)
-        channel = client.channel("orders")
         with readers(client, run, replicated=1):
-            producer = threading.Thread(target=run.produce, args=(channel, 1), daemon=True)
-            producer.start()
+            producer = run.producing(client.channel("orders"), replicas=1)
             for _ in range(2):
                 time.sleep(1.5)
                 old = sentinel_set.kill_primary()
