@@ -146,16 +146,20 @@ def durables(env: Env, spark: SparkSession, size: Size, sink: bool) -> Rate:
 
 def bare(env: Env, spark: SparkSession, size: Size, sink: bool) -> Rate:
     """The bare data source over the same stream (and the bare writer into another)."""
-    from .spark_bare import NAME
+    import durables.bench.spark_bare as spark_bare  # needs the optional pyspark, as below
 
     with env.durables() as client:
         fill_channel(client.channel("in"), size.events)
         source, target = client.keys("in").stream, client.keys("out").stream
-    frame = spark.readStream.format(NAME).option("url", env.redis_url).option("stream", source)
+    frame = (
+        spark.readStream.format(spark_bare.NAME)
+        .option("url", env.redis_url)
+        .option("stream", source)
+    )
     frame = frame.option("channel", "in").option("maxEventsPerTrigger", str(size.batch))
     loaded = frame.load()
     if sink:
-        chosen = loaded.select("data", "key", "properties").writeStream.format(NAME)
+        chosen = loaded.select("data", "key", "properties").writeStream.format(spark_bare.NAME)
         writer = chosen.option("url", env.redis_url).option("stream", target)
     else:
         writer = loaded.writeStream.format("noop")
@@ -235,9 +239,8 @@ def _spark() -> Iterator[SparkSession]:
     """The running SparkSession if there is one (left running), else a local[2] one."""
     from pyspark.sql import SparkSession
 
+    import durables.bench.spark_bare as spark_bare
     import durables.spark
-
-    from .spark_bare import BareSource
 
     active = SparkSession.getActiveSession()
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -251,7 +254,7 @@ def _spark() -> Iterator[SparkSession]:
     if active is None:
         session.sparkContext.setLogLevel("ERROR")
     durables.spark.register(session)
-    session.dataSource.register(BareSource)
+    session.dataSource.register(spark_bare.BareSource)
     try:
         yield session
     finally:
