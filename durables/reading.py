@@ -290,6 +290,8 @@ class ExclusiveLoop(ReaderLoop):
         still ours), and go on where the server says this consumer stands."""
         epoch = self.ctx.executor.epoch
         sent = self.ctx.clock()
+        with self.lock:
+            self.state.regate()
         try:
             counts = yield from run(self.state.attach(), retry=False)
         except DurableInUseError as exc:

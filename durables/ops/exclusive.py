@@ -82,6 +82,7 @@ class ExclusiveCursor:
         self._fence_keys = (k.stream, k.lease(durable), k.redeliveries(durable), k.keep(durable))
         self.gate = k.gate(durable, token)
         self._parse = _gated(self.gate, self.context)
+        self._attaches = 0
         self.counts: dict[str, int] = {}
         self.cursor = "0"  # re-read own pending events first, then '>'
         self.limit: tuple[int, int] | None = None  # first rolled-back id: acks stop below it
@@ -111,6 +112,15 @@ class ExclusiveCursor:
             [self.durable, self.token, self.lease_ms],
             parse=_counts, context=self.context,
         )  # fmt: skip
+
+    def regate(self) -> None:
+        """A gate of its own for the next attach (after an outage): a read this holder sent
+        before it, held in a stalled network and landing after the attach, names a gate
+        that attach deleted, and reads nothing (its events would sit in the pending list,
+        never read again by this holder)."""
+        self._attaches += 1
+        self.gate = self.k.gate(self.durable, f"{self.token}~{self._attaches}")
+        self._parse = _gated(self.gate, self.context)
 
     def on_attach(self, counts: dict[str, int]) -> None:
         self.counts = counts
