@@ -156,12 +156,16 @@ def test_the_library_imports_nothing_inside_functions() -> None:
     assert late == []
 
 
+NEEDS_SPARK = ("spark", "bench.spark_bare")
+"""Modules that need the optional pyspark and pyarrow (the memory:// pass has neither)."""
+
+
 def test_every_class_that_declares_abstract_methods_is_abstract() -> None:
     """A class with `@abstractmethod`s that is not an ABC can be made without them, and
     the missing method fails only when called."""
     loose = []
     for module, _path in module_names():
-        if module.startswith("spark"):  # needs the optional pyspark
+        if module.startswith(NEEDS_SPARK):
             continue
         name = f"durables.{module}" if module else "durables"
         for cls in vars(importlib.import_module(name)).values():
@@ -220,7 +224,7 @@ sys.exit(1 if failed else 0)
 def test_each_module_imports_alone() -> None:
     """Each module in a fresh process of its own (forked before any of durables is loaded),
     so a module that only works after another was imported first is found."""
-    names = [f"durables.{m}" for m, _ in module_names() if m and not m.startswith("spark")]
+    names = [f"durables.{m}" for m, _ in module_names() if m and not m.startswith(NEEDS_SPARK)]
     done = subprocess.run(
         [sys.executable, "-c", ALONE, str(ROOT), *names],
         capture_output=True, text=True, timeout=120, check=False,
