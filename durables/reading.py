@@ -164,12 +164,12 @@ class ReaderLoop(LeaseHolder, ABC):
     def _withdraw(self, events: Sequence[Event]) -> None:
         """Events read that will not be handed out (another consumer has them now)."""
 
-    def sending(self, ops: Sequence[Op[Any]], *, retry: bool = True) -> Flow[int]:
-        """Send acknowledgements or rollbacks the state machine made (outside its lock);
-        1 if the server refused them for a lapsed lease (counted in `lost_acks`, one log
-        line: the application's loop goes on), else 0."""
+    def sending(self, ops: Sequence[Op[Any]], *, retry: bool = True) -> Flow[None]:
+        """Send acknowledgements or rollbacks the state machine made (outside its lock); a
+        refusal for a lapsed lease is counted in `lost_acks` and logged once: the
+        application's loop goes on."""
         if not ops:
-            return 0
+            return
         try:
             yield from send(ops, retry=retry)
         except LeaseLostError as exc:
@@ -177,9 +177,8 @@ class ReaderLoop(LeaseHolder, ABC):
             self.lost_acks += 1
             self._acks_refused()
             log.warning("%s: %s; what it held comes again, flagged", self._context, exc)
-            return 1
+            return
         self._touched()
-        return 0
 
     def _acks_refused(self) -> None:
         """What the state machine makes of acknowledgements refused for a lapsed lease."""
