@@ -11,6 +11,8 @@ is written. What fakeredis lacks is bridged here and only here:
 
 - `INFO` answers a server section of its own (the version check at connect) and the
   commands' call counts (`commandstats`, a script's own calls included, as on a server);
+- `MEMORY USAGE` answers an estimate: the bytes of the key's contents, with a fixed
+  overhead per key, per element and per pending entry (fakeredis has no such command);
 - `WAIT 0` answers 0; `WAIT n` for replicas refuses (a process has no replicas);
 - `XREADGROUP` inside a script replies in the script's protocol (RESP2), as `redis.call`
   does on a server; fakeredis shapes it for the client's;
@@ -84,6 +86,36 @@ def _calls(server: FakeServer) -> Counter[str]:
     return calls
 
 
+KEY_BYTES = 56
+ELEMENT_BYTES = 16
+PENDING_BYTES = 48
+"""The estimate's overheads: per key, per element (a field, a member, an entry's id)
+and per pending entry; about what a server's compact encodings spend."""
+
+
+def _footprint(value: Any) -> int:
+    """Estimated bytes of a value of the store: strings by their length; streams, hashes,
+    sets and sorted sets by their elements, and a stream's pending entries."""
+    if isinstance(value, bytes | bytearray | str):
+        return len(value)
+    if isinstance(value, int | float):
+        return 8
+    entries = getattr(value, "_values_dict", None)
+    if entries is not None:  # a stream: its entries, then its groups' pending lists
+        groups = getattr(value, "_groups", {}).values()
+        pending = sum(len(group.pel) for group in groups)
+        return sum(ELEMENT_BYTES + _footprint(list(v)) for v in entries.values()) + (
+            PENDING_BYTES * pending
+        )
+    inner = getattr(value, "_values", value)  # fakeredis's hash keeps its fields there
+    if isinstance(inner, dict):
+        return sum(ELEMENT_BYTES + _footprint(k) + _footprint(v) for k, v in inner.items())
+    try:
+        return sum(ELEMENT_BYTES + _footprint(v) for v in inner)
+    except TypeError:
+        return ELEMENT_BYTES
+
+
 def _no_group(stream: bytes, group: bytes) -> str:
     return (f"NOGROUP No such key '{stream.decode()}' or consumer group '{group.decode()}' "
             "in XREADGROUP with GROUP option")  # fmt: skip
@@ -113,6 +145,9 @@ class _Bridge:
             self.put_response(self._info(fields[1].lower() if len(fields) > 1 else b"default"))
         elif name == b"wait" and len(fields) == 3:
             self.put_response(self._wait(fields[1]))
+        elif name == b"memory" and len(fields) >= 3 and fields[1].lower() == b"usage":
+            item = self._db.get(fields[2])
+            self.put_response(None if item is None else KEY_BYTES + _footprint(item.value))
         else:
             super()._process_command(fields)  # type: ignore[misc]
 

@@ -216,8 +216,6 @@ MEMORY_LEFT_OUT = {  # a module, a test function, or one parametrized test
     "test_session_disconnects.py": "drops a session's connections through a fault proxy",
     "test_bench.py": "benchmarks server processes",
     "test_bench_instructions.py": "counts a server process's instructions under valgrind",
-    "test_examples.py": "runs the examples as processes against a server",
-    "test_cli_live.py": "runs the `durables` command as a process against a server",
     "test_spark_batch.py": "Spark's workers are other processes",
     "test_spark_example.py": "Spark's workers are other processes",
     "test_spark_pipeline.py": "Spark's workers are other processes",
@@ -227,8 +225,6 @@ MEMORY_LEFT_OUT = {  # a module, a test function, or one parametrized test
     "test_newcomer.py": "starts the embedded server (a process)",
     "test_redis_py_surface.py": "checks redis-py's sockets to a server process",
     "test_secrets.py": "provokes every connection failure of server processes (TLS, Sentinel)",
-    "test_figures.py": "reads MEMORY USAGE, which fakeredis has not",
-    "test_console_safety.py": "serves the console over HTTP from a server's figures",
     "test_metrics.py::test_serve_answers_scrapes_over_http_until_terminated":
         "runs `durables metrics --serve` as a process against a server",
     "test_producers.py::test_a_publish_asking_for_more_replicas_than_confirm_raises_but_the_event_is_stored":
@@ -258,17 +254,45 @@ MEMORY_LEFT_OUT = {  # a module, a test function, or one parametrized test
         "stalls connections through a fault proxy",
     "test_connection_logs.py": "restarts the server process",
     "test_console.py": "runs `durables console` as a process, driven by a browser",
+    "test_cli_live.py::test_tail_prints_as_events_come_and_detaches_cleanly_when_stopped":
+        "runs `durables tail` as a process against a server, and signals it",
+    "test_cli_live.py::test_tail_answers_ctrl_c_within_half_a_second_though_nothing_comes":
+        "runs `durables tail` as a process against a server, and signals it",
+    "test_cli_live.py::test_housekeep_every_repeats_until_stopped_even_mid_wait":
+        "runs `durables housekeep` as a process against a server, and signals it",
+    "test_console_safety.py::test_a_port_in_use_is_one_line_with_its_exit_code":
+        "needs the port of a server process",
+    "test_console_safety.py::test_an_action_needs_the_page_token_and_its_own_origin":
+        "serves the console in another process, which cannot reach a store in this one",
+    "test_examples.py::test_producer_and_exclusive_consumer_examples_hand_over_every_event":
+        "runs two examples as processes that share a server",
+    "test_examples.py::test_exclusive_consumer_example_acknowledges_only_the_events_it_printed":
+        "runs two examples as processes that share a server",
+    "test_examples.py::test_shared_workers_example_deals_jobs_round_robin_to_worker_processes":
+        "deals to worker processes, which cannot reach a store in this one",
+    "test_examples.py::test_reconnecting_session_example_rides_through_a_dropped_and_a_black_holed_connection":
+        "cuts connections through a fault proxy",
+    "test_examples.py::test_readme_demo_command_starts_the_embedded_server_and_finishes":
+        "starts the embedded server (a process)",
 }  # fmt: skip
 """Modules that test what only a server process has (a fault, a restart, replicas, TLS,
 a cluster) or that reach the server from another process, with the reason. Every other
 behaviour test runs on memory:// too."""
+MEMORY_KEPT = {
+    "test_bench.py::test_only_picks_scenarios_by_name_glob_or_family",
+    "test_embedded_server.py::"
+    "test_a_server_is_started_with_the_local_time_zone_named_so_it_is_not_worked_out_per_command",
+    "test_secrets.py::test_reprs_of_settings_urls_and_transports_hide_the_password",
+    "test_secrets.py::test_shown_hides_the_password_and_keeps_the_rest",
+    "test_redis_py_surface.py::test_the_installed_redis_py_is_in_the_pinned_range",
+}
+"""Tests that need no server at all, in modules `MEMORY_LEFT_OUT` leaves out: they run."""
 
 
 MEMORY_BLOCKS_LEFT_OUT = {
     "subprocess": "runs the `durables` command as a process",
     "config_get": "configures the server (CONFIG), which fakeredis has not",
     "ACL": "makes an ACL user and connects as it over redis://",
-    "figures()": "reads MEMORY USAGE, which fakeredis has not",
 }
 """A docs block (`test_docs.py`) that does one of these needs a server process."""
 MEMORY_HELPERS_LEFT_OUT = {
@@ -292,6 +316,8 @@ def memory_left_out(item: pytest.Item) -> str | None:
     """Why `item` cannot run on memory://, or None when it can."""
     function = getattr(item, "function", None)
     name = item.path.name
+    if f"{name}::{getattr(function, '__name__', '')}" in MEMORY_KEPT:
+        return None
     reason = (
         MEMORY_LEFT_OUT.get(name)
         or MEMORY_LEFT_OUT.get(f"{name}::{getattr(function, '__name__', '')}")

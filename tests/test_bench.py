@@ -135,6 +135,20 @@ def test_throughput_rows_have_rates_and_no_failures(rows: dict[str, dict[str, An
             )
 
 
+def test_throughput_rows_show_durables_on_memory_too(rows: dict[str, dict[str, Any]]) -> None:
+    """The `memory://` column: the same scenario with the library on fakeredis, in process."""
+    on_memory = [name for name, row in rows.items() if row["memory_per_s"] is not None]
+    assert on_memory == [
+        "publish_single", "publish_batch_100", "publish_batch_1000", "consume_exclusive",
+        "consume_shared", "consume_serial", "session_replay",
+    ]  # fmt: skip
+    for name in on_memory:
+        row = rows[name]
+        assert row["ratio_memory"] == pytest.approx(
+            row["memory_per_s"] / row["durables_per_s"], rel=1e-3
+        )
+
+
 def test_fetch_cost_rows_compare_with_the_first(rows: dict[str, dict[str, Any]]) -> None:
     base = rows["fetch_cost_base"]
     assert base["cost_vs_base"] == 1.0

@@ -92,6 +92,26 @@ def test_a_group_read_inside_a_script_replies_as_on_a_server() -> None:
     assert r.eval(script + " return #got[1][2]", 1, "s") == 1
 
 
+def test_memory_usage_estimates_what_a_key_holds() -> None:
+    """The console's and `figures()`'s bytes: they grow with what is kept, pending
+    entries included, and a missing key has none, as on a server."""
+    r = store_client("usage")
+    assert r.memory_usage("s") is None
+    r.xadd("s", {"d": b"x" * 100})
+    one = r.memory_usage("s")
+    for _ in range(9):
+        r.xadd("s", {"d": b"x" * 100})
+    ten = r.memory_usage("s")
+    assert one is not None and ten is not None and ten - one >= 9 * 100
+    r.xgroup_create("s", "g", "0")
+    r.xreadgroup("g", "c", {"s": ">"})
+    pending = r.memory_usage("s")
+    assert pending is not None and pending > ten
+    r.hset("h", mapping={"a": "1" * 50})
+    hashed = r.memory_usage("h")
+    assert hashed is not None and hashed > 50
+
+
 def test_info_answers_a_server_section() -> None:
     assert (
         store_client("info").info("server")["redis_version"]

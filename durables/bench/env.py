@@ -8,11 +8,14 @@ ceiling); the peer sends the payload with the properties as NATS headers.
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import functools
 import json
 import os
 import time
-from collections.abc import Callable
+import uuid
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,6 +24,7 @@ import redis
 from redis.typing import EncodableT, FieldT
 
 import durables
+from durables import memory
 
 from .results import Rate, Variant
 
@@ -66,6 +70,8 @@ class Env:
     rounds: int
     nats_pid: int | None = None
     """The nats-server process, whose CPU time /proc tells."""
+    durables_url: str | None = None
+    """Where the durables variant runs, when not on the bench server (`memory://...`)."""
 
     def size(self, full: int, quick: int) -> int:
         """`full` events in a full run, `quick` with --quick."""
@@ -77,12 +83,25 @@ class Env:
 
     def durables(self, **settings: Any) -> durables.Client:
         """A durables client with default settings unless overridden."""
-        return durables.connect(self.redis_url, namespace=NAMESPACE, **settings)
+        url = self.durables_url or self.redis_url
+        return durables.connect(url, namespace=NAMESPACE, **settings)
+
+    @contextlib.contextmanager
+    def on_memory(self) -> Iterator[Env]:
+        """This run with the durables variant on a `memory://` store of its own, dropped
+        after: the library in this process, on fakeredis, with no server in between."""
+        name = f"bench-{uuid.uuid4().hex[:8]}"
+        try:
+            yield dataclasses.replace(self, durables_url=f"memory://{name}")
+        finally:
+            memory.drop(name)
 
     def server_cpu_s(self, variant: Variant) -> float | None:
         """CPU seconds the variant's server has used so far (None if it cannot be read)."""
         if variant == "peer":
             return _process_cpu_s(self.nats_pid)
+        if variant == "durables" and self.durables_url:
+            return None  # memory://: the library's process is the server
         with self.redis() as client:
             cpu = client.info("cpu")
         return float(cpu["used_cpu_user"]) + float(cpu["used_cpu_sys"])

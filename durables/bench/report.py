@@ -44,6 +44,12 @@ def _rate(row: Doc, variant: str) -> str:
     return _missing(row, variant) if value is None else f"{value:,.0f}"
 
 
+def _memory_rate(row: Doc) -> str:
+    """durables on `memory://` (no server: fakeredis in the bench's process), for information."""
+    value = row.get("memory_per_s")
+    return _missing(row, "memory") if value is None else f"{value:,.0f}"
+
+
 def _times(value: float | None, digits: int = 2) -> str:
     return "[dim]—[/]" if value is None else f"{value:.{digits}f}{TIMES}"
 
@@ -80,8 +86,9 @@ def _table(title: str, columns: list[str]) -> Table:
 def throughput_table(rows: list[Doc]) -> Table:
     table = _table(
         "Throughput (events/s; server CPU µs per event; medians of rounds)",
-        ["scenario", "durables", "raw", "nats", f"{TIMES} raw", f"{TIMES} nats", "server µs d/r/n"],
-    )
+        ["scenario", "durables", "raw", "nats", f"{TIMES} raw", f"{TIMES} nats", "server µs d/r/n",
+         "memory://"],
+    )  # fmt: skip
     table.add_column("target")
     for row in rows:
         server = " / ".join(_us(row.get(f"{v}_server_us")) for v in VARIANT_LABELS)
@@ -91,6 +98,7 @@ def throughput_table(rows: list[Doc]) -> Table:
             _times(row["ratio_raw"]),
             _times(row["ratio_peer"]),
             server,
+            _memory_rate(row),
             _target(row),
         )
     return table

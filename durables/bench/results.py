@@ -5,8 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-Variant = Literal["durables", "raw", "peer"]
+Variant = Literal["durables", "raw", "peer", "memory"]
 VARIANTS: tuple[Variant, ...] = ("durables", "raw", "peer")
+"""The variants every compared scenario measures; `memory` (durables on `memory://`, in
+this process) only the throughput scenarios, once, for information."""
 Table = Literal["throughput", "latency", "memory"]
 Number = float | int | None
 
@@ -111,8 +113,10 @@ class Row:
             "durables_per_s": _round(self.rate("durables"), 1),
             "raw_per_s": _round(self.rate("raw"), 1),
             "peer_per_s": _round(self.rate("peer"), 1),
+            "memory_per_s": _round(self.rate("memory"), 1),
             "ratio_raw": _round(self.ratio("raw"), 4),
             "ratio_peer": _round(self.ratio("peer"), 4),
+            "ratio_memory": _round(ratio(self.rate("memory"), self.rate("durables")), 4),
             "p50_ms": _round(self.p50_ms, 4),
             "p99_ms": _round(self.p99_ms, 4),
             "p99_9_ms": _round(self.p99_9_ms, 4),

@@ -106,10 +106,16 @@ class Compared(Scenario, Generic[Outcome]):
 
 class Throughput(Compared[Rate]):
     """Events per second of each variant, and the server's CPU time per event: the medians
-    of `env.rounds` rounds."""
+    of `env.rounds` rounds; and one round of the durables variant on `memory://`."""
 
     def run(self, env: Env) -> list[Row]:
         found, notes = self.outcomes(env, env.rounds)
+        with env.on_memory() as local:
+            outcome = attempt(local, functools.partial(self.durables, local))
+        if isinstance(outcome, str):
+            notes["memory"] = outcome
+        else:
+            found["memory"] = [outcome]
         return [self.row(found, notes)]
 
     def row(self, found: dict[Variant, list[Rate]], notes: dict[str, str]) -> Row:
