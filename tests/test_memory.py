@@ -112,6 +112,21 @@ def test_memory_usage_estimates_what_a_key_holds() -> None:
     assert hashed is not None and hashed > 50
 
 
+def test_a_script_run_again_sees_its_new_keys_and_arguments_and_fails_alike() -> None:
+    """Scripts are compiled once per store: each call still sees its own KEYS and ARGV,
+    a broken script fails at every call, and a script may not leave globals behind."""
+    r = store_client("compiled")
+    script = "return {KEYS[1], ARGV[1], redis.call('INCR', KEYS[1])}"
+    assert r.eval(script, 1, "a", "x") == [b"a", b"x", 1]
+    assert r.eval(script, 1, "b", "y") == [b"b", b"y", 1]
+    assert r.eval(script, 1, "a", "z") == [b"a", b"z", 2]
+    for _ in range(2):
+        with pytest.raises(redis.ResponseError):
+            r.eval("return {", 0)
+        with pytest.raises(redis.ResponseError):
+            r.eval("leaked = 1 return 1", 0)
+
+
 def test_info_answers_a_server_section() -> None:
     assert (
         store_client("info").info("server")["redis_version"]
