@@ -19,13 +19,14 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import pytest
 
 from .aio.client import AsyncClient
 from .aio.client import connect as aio_connect
 from .client import Client, connect
+from .errors import DurablesError
 from .events import Message
 from .server import EmbeddedServer
 
@@ -83,12 +84,22 @@ def durables_settings() -> dict[str, object]:
     return dict(QUICK)
 
 
+def _cannot_connect(error: DurablesError) -> NoReturn:
+    """The setup fails in the error's one line: a traceback would show the arguments of
+    the calls that made the client, the URL with its password among them."""
+    pytest.fail(f"durables: {error}", pytrace=False)
+
+
 @pytest.fixture
 def durables_client(
     durables_url: str, durables_namespace: str, durables_settings: dict[str, object]
 ) -> Iterator[Client]:
     """A client in the test's own namespace, closed after the test."""
-    with connect(durables_url, namespace=durables_namespace, **durables_settings) as client:
+    try:
+        client = connect(durables_url, namespace=durables_namespace, **durables_settings)
+    except DurablesError as exc:
+        _cannot_connect(exc)
+    with client:
         yield client
 
 
@@ -96,7 +107,11 @@ async def _aio_client(
     durables_url: str, durables_namespace: str, durables_settings: dict[str, object]
 ) -> AsyncIterator[AsyncClient]:
     """An asyncio client in the test's own namespace, closed after the test."""
-    client = await aio_connect(durables_url, namespace=durables_namespace, **durables_settings)
+    try:
+        client = await aio_connect(durables_url, namespace=durables_namespace,
+                                   **durables_settings)  # fmt: skip
+    except DurablesError as exc:
+        _cannot_connect(exc)
     try:
         yield client
     finally:

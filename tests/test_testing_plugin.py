@@ -7,6 +7,7 @@ memory:// and on the test server.
 from __future__ import annotations
 
 import re
+import socket
 from pathlib import Path
 
 import pytest
@@ -52,6 +53,23 @@ def test_two(durables_client, durables_namespace):
 def test_each_test_has_a_namespace_of_its_own(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(NAMESPACES)
     pytester.runpytest_subprocess("-p", "no:randomly").assert_outcomes(passed=2)
+
+
+def test_a_server_that_cannot_be_reached_fails_the_setup_without_showing_the_password(
+    pytester: pytest.Pytester,
+) -> None:
+    """pytest shows the arguments of the frame a failure starts in (a fixture's, or
+    `connect`'s): the fixtures fail in the error's one line instead."""
+    with socket.socket() as closed:  # a port nothing listens on
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    url = f"--durables-url=redis://:sekrit@127.0.0.1:{port}/0"
+    for client, plugins in (("durables_client", "no:asyncio"), ("durables_aio_client", "asyncio")):
+        pytester.makepyfile(test_unreached=f"def test_it({client}):\n    pass\n")
+        result = pytester.runpytest_subprocess("-p", "no:randomly", "-p", plugins, url)
+        result.assert_outcomes(errors=1)
+        output = result.stdout.str() + result.stderr.str()
+        assert "sekrit" not in output and "redis://:***@127.0.0.1" in output
 
 
 def test_durables_embedded_runs_the_pages_tests_on_the_embedded_server(
