@@ -22,7 +22,6 @@ import fcntl
 import json
 import logging
 import os
-import socket
 import time
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
@@ -35,13 +34,13 @@ from redis.retry import Retry
 
 from . import processes
 from .errors import ConfigError, ServerError
+from .server_setup import HOST, free_port, log_tail, server_config
 
 __all__ = ["EmbeddedServer", "Fsync", "ServerStatus", "server_config"]
 
 Fsync = Literal["everysec", "always"]
 log = logging.getLogger(__name__)
 
-HOST = "127.0.0.1"
 RECORD_FILE = "server.json"
 PORT_FILE = "port"
 LOCK_FILE = "server.lock"
@@ -52,7 +51,6 @@ DATA_DIR = "data"
 _POLL_S = 0.05
 _PROBE_TIMEOUT_S = 1.0
 _PORT_ATTEMPTS = 3
-_LOG_TAIL_LINES = 20
 _PORT_IN_USE = "Address already in use"
 
 
@@ -219,7 +217,7 @@ class EmbeddedServer:
         if kept:
             yield kept
         for _ in range(_PORT_ATTEMPTS):
-            yield _free_port()
+            yield free_port()
 
     def _launch(self, binary: Path, port: int) -> str:
         config = self.home / CONFIG_FILE
@@ -259,7 +257,7 @@ class EmbeddedServer:
             time.sleep(_POLL_S)
 
     def _failure(self, what: str, log_offset: int) -> ServerError:
-        tail = _log_tail(self.log_path, log_offset)
+        tail = log_tail(self.log_path, log_offset)
         message = f"the server for {self.home} {what}; log {self.log_path}:\n{tail}"
         if _PORT_IN_USE in tail:
             return _PortInUseError(message)
@@ -458,49 +456,3 @@ def _request_shutdown(port: int) -> bool:
 
 def _url(port: int) -> str:
     return f"redis://{HOST}:{port}/0"
-
-
-def server_config(
-    port: int, data_dir: Path, log_path: Path, fsync: str, extra: dict[str, str] | None = None
-) -> str:
-    """The config durables runs a server with: loopback only, AOF on, no RDB snapshots.
-
-    `extra` lines are written verbatim after the defaults (a value may hold several
-    arguments), which the test fixtures use for replicas, sentinels and clusters.
-    """
-    settings = {
-        "bind": HOST,
-        "port": str(port),
-        "protected-mode": "yes",
-        "daemonize": "no",
-        "dir": _quote(str(data_dir)),
-        "logfile": _quote(str(log_path)),
-        "appendonly": "yes",
-        "appendfsync": fsync,
-        "save": '""',
-        **(extra or {}),
-    }
-    return "".join(f"{key} {value}\n" for key, value in settings.items())
-
-
-def _quote(value: str) -> str:
-    """Quote a config argument the way valkey's sdssplitargs reads it."""
-    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((HOST, 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-def _log_tail(log: Path, offset: int) -> str:
-    """The last lines the server logged since offset."""
-    try:
-        with open(log, "rb") as file:
-            file.seek(offset)
-            text = file.read().decode(errors="replace")
-    except OSError:
-        return "(no log)"
-    return "\n".join(text.splitlines()[-_LOG_TAIL_LINES:]) or "(log is empty)"

@@ -22,7 +22,7 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from durables import memory
-from durables.server import server_config
+from durables.server_setup import log_tail, server_config
 from durables.urls import parse_url
 
 HOST = "127.0.0.1"
@@ -204,7 +204,7 @@ class RedisProcess(Started):
                 what = "exited" if exited else f"did not answer within {START_TIMEOUT_S} s"
                 raise RuntimeError(
                     f"{self.binary.name} on port {self.port} {what}; log {self.log_path}:\n"
-                    + _log_tail(self.log_path, log_offset)
+                    + log_tail(self.log_path, log_offset, _LOG_TAIL_LINES)
                 )
             time.sleep(_POLL_S)
 
@@ -215,13 +215,3 @@ class RedisProcess(Started):
                 return int(client.info("persistence")["loading"]) == 0
         except (redis.ConnectionError, redis.TimeoutError, redis.BusyLoadingError):
             return False
-
-
-def _log_tail(log: Path, offset: int) -> str:
-    try:
-        with open(log, "rb") as file:
-            file.seek(offset)
-            text = file.read().decode(errors="replace")
-    except OSError:
-        return "(no log)"
-    return "\n".join(text.splitlines()[-_LOG_TAIL_LINES:]) or "(log is empty)"
