@@ -163,7 +163,10 @@ class Heartbeat(Beats):
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval_s):
-            self._executor.drive(self.beating())
+            try:
+                self._executor.drive(self.beating())
+            except Exception:  # a beat that fails in a way not foreseen: the next one tries
+                log.exception("heartbeat: a beat failed")
 
 
 __all__ = ["Beats", "Heartbeat", "Lease", "LeaseHolder"]

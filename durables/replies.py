@@ -48,6 +48,11 @@ _BY_PREFIX: dict[str, Translate] = {
     "STALE": lambda rest: StalePublishError(f"publish superseded: {rest}"),
     # A blocked read on a primary that Sentinel demoted: the connection must be made anew.
     "UNBLOCKED": lambda rest: ConnectionLostError(f"UNBLOCKED {rest}"),
+    # The server answers nothing else while a script runs past its busy threshold (another
+    # client's, say a Spark sink's commit), nor while it loads its data after a restart:
+    # the command did not run, and is sent again once the server answers, as after an outage.
+    "BUSY": lambda rest: ConnectionLostError(f"the server is busy running a script: BUSY {rest}"),
+    "LOADING": lambda rest: ConnectionLostError(f"the server is loading its data: LOADING {rest}"),
     # Too few replicas: a server's min-replicas-to-write, or memory://, which has none.
     "NOREPLICAS": lambda rest: ReplicationError(rest),
 }

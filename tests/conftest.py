@@ -253,6 +253,7 @@ MEMORY_LEFT_OUT = {  # a module, a test function, or one parametrized test
     "test_producers.py::test_a_publish_held_in_a_stalled_network_and_sent_again_is_stored_once":
         "stalls connections through a fault proxy",
     "test_connection_logs.py": "restarts the server process",
+    "test_busy_server.py": "keeps a server process busy with a long script",
     "test_console.py": "runs `durables console` as a process, driven by a browser",
     "test_cli_live.py::test_tail_prints_as_events_come_and_detaches_cleanly_when_stopped":
         "runs `durables tail` as a process against a server, and signals it",

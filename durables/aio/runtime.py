@@ -83,7 +83,10 @@ class AsyncHeartbeat(Beats):
         while not self._closed:
             await asyncio.sleep(self.interval_s)
             if not self._closed:
-                await self._executor.drive(self.beating())
+                try:
+                    await self._executor.drive(self.beating())
+                except Exception:  # as the sync heartbeat: the next beat tries again
+                    log.exception("heartbeat: a beat failed")
 
 
 class AsyncHousekeeper:
