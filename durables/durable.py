@@ -187,14 +187,16 @@ class DurableCore:
 
     def _depths(self, group: dict[str, Any]) -> Flow[tuple[int, int]]:
         """(depth, transaction depth) of the durable, from its XINFO GROUPS entry."""
+        position = group["last-delivered-id"].decode()
+        planned = yield from run(ops.planned(self.keys, self.name, position))
         waiting = 0
         if self.kind != "exclusive" and group["pending"]:
             waiting = yield from run(ops.pool_size(self.keys, self.name))
         if self.selector is None and group.get("lag") is not None:
-            new = int(group["lag"])
-        else:
-            new = yield from self._count_after(group["last-delivered-id"].decode())
-        return new + waiting, int(group["pending"]) - waiting
+            new = max(0, int(group["lag"]) - planned.events)
+        else:  # events a Spark query planned are handed out: counted from after them
+            new = yield from self._count_after(planned.last or position)
+        return new + waiting, int(group["pending"]) - waiting + planned.events
 
     def _count_after(self, position: str) -> Flow[int]:
         """Events after `position` that match the filter, counted by the server in slices."""
