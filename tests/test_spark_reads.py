@@ -4,6 +4,7 @@ columns (events only, filtered, redelivered up to a mark), and a batch planned u
 
 from __future__ import annotations
 
+import time
 from datetime import UTC, datetime
 from typing import Any
 
@@ -156,3 +157,26 @@ def test_a_durable_deleted_and_made_again_forgets_the_batches_planned_over_it(
     durable.delete()
     again = channel.durable("spark", start="earliest")
     assert (again.depth(), again.transaction_depth()) == (10, 0)
+
+
+def test_the_console_and_metrics_count_a_planned_batch_as_handed_out(
+    client: durables.Client,
+) -> None:
+    from durables import metrics
+
+    channel = client.channel("orders")
+    channel.publish_many([durables.Message(f"{i}".encode()) for i in range(10)])
+    durable = channel.durable("spark", start="earliest")
+    plan = store.plan_batch(durable, FIRST_ID, 6, None)
+    time.sleep(0.3)
+    (found,) = client.figures().channels[0].durables
+    assert (found.info.depth, found.info.transaction_depth, found.lag) == (4, 6, 4)
+    assert 0.3 <= found.oldest_unacked_age_s < 30
+    (sample,) = metrics.snapshot(client).durables
+    assert (sample.depth, sample.transaction_depth) == (4, 6)
+    assert 0.3 <= sample.oldest_unacked_age_s < 30
+    store.ack_upto(durable, plan.end)
+    (found,) = client.figures().channels[0].durables
+    assert (found.lag, found.oldest_unacked_age_s, found.acknowledged) == (4, 0.0, 6)
+    assert metrics.snapshot(client).durables[0].oldest_unacked_age_s == 0.0
+    store.release(durable)

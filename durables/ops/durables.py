@@ -74,11 +74,12 @@ class Planned:
 
 def planned(k: keys.ChannelKeys, name: str, position: str) -> Op[Planned]:
     """The durable's planned batches (`spark_plan.lua`) that lie after `position`."""
-    return command("HGETALL", k.planned(name), parse=lambda r: _planned(r, position),
+    return command("HGETALL", k.planned(name), parse=lambda r: planned_after(r, position),
                    context=_about(k, name))  # fmt: skip
 
 
-def _planned(reply: Any, position: str) -> Planned:
+def planned_after(reply: Any, position: str) -> Planned:
+    """The batches of an `HGETALL` of the planned record that lie after `position`."""
     at, events, first, last = ids.key(position), 0, None, None
     for end, value in (reply or {}).items():
         end = text(end)
