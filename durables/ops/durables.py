@@ -72,10 +72,9 @@ class Planned:
     """The newest of them (None: none)."""
 
 
-def planned(k: keys.ChannelKeys, name: str, position: str) -> Op[Planned]:
-    """The durable's planned batches (`spark_plan.lua`) that lie after `position`."""
-    return command("HGETALL", k.planned(name), parse=lambda r: planned_after(r, position),
-                   context=_about(k, name))  # fmt: skip
+def planned(k: keys.ChannelKeys, name: str) -> Op[Any]:
+    """The durable's planned batches (`spark_plan.lua`), for `planned_after`."""
+    return command("HGETALL", k.planned(name), context=_about(k, name))
 
 
 def planned_after(reply: Any, position: str) -> Planned:
