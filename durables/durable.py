@@ -18,7 +18,7 @@ from .consumer import Consumer, Reader
 from .errors import ConfigError, DurableExistsError, DurableNotFound, InvalidWindowError
 from .exclusive import ExclusiveReader
 from .ops import durables as ops
-from .ops.flows import Flow, run
+from .ops.flows import Flow, run, send
 from .records import KINDS, DeadLetter, DurableInfo, DurableSpec, Kind
 from .selector import Selector, compile_filter
 from .shared import SharedReader
@@ -174,10 +174,15 @@ class DurableCore:
         return self.spec.kind
 
     def _group(self) -> Flow[dict[str, Any]]:
-        group = ops.find_group((yield from run(ops.groups(self.keys, self.name))), self.name)
+        """Its XINFO GROUPS entry, with the batches a Spark query planned over it under
+        `planned` (read in the same round trip)."""
+        found, batches = yield from send(
+            [ops.groups(self.keys, self.name), ops.planned(self.keys, self.name)]
+        )
+        group = ops.find_group(found, self.name)
         if group is None:
             raise DurableNotFound(f"durable {self.name!r} does not exist on {self.channel_name!r}")
-        return group
+        return {**group, "planned": batches}
 
     def depths(self) -> Flow[tuple[int, int]]:
         """(depth, transaction depth): events waiting to be delivered to this durable
@@ -187,14 +192,16 @@ class DurableCore:
 
     def _depths(self, group: dict[str, Any]) -> Flow[tuple[int, int]]:
         """(depth, transaction depth) of the durable, from its XINFO GROUPS entry."""
+        position = group["last-delivered-id"].decode()
+        planned = ops.planned_after(group["planned"], position)
         waiting = 0
         if self.kind != "exclusive" and group["pending"]:
             waiting = yield from run(ops.pool_size(self.keys, self.name))
         if self.selector is None and group.get("lag") is not None:
-            new = int(group["lag"])
-        else:
-            new = yield from self._count_after(group["last-delivered-id"].decode())
-        return new + waiting, int(group["pending"]) - waiting
+            new = max(0, int(group["lag"]) - planned.events)
+        else:  # events a Spark query planned are handed out: counted from after them
+            new = yield from self._count_after(planned.last or position)
+        return new + waiting, int(group["pending"]) - waiting + planned.events
 
     def _count_after(self, position: str) -> Flow[int]:
         """Events after `position` that match the filter, counted by the server in slices."""

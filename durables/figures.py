@@ -23,6 +23,7 @@ from .ids import key as id_key
 from .keys import session_group
 from .ops import channels as channel_ops
 from .ops.base import Op, command, same
+from .ops.durables import Planned, planned_after
 from .ops.flows import Flow, run, send
 from .records import ChannelInfo, DurableInfo, SessionRecord
 from .replies import text
@@ -134,17 +135,19 @@ def _channel(
     for d in found:
         ops += [command("XPENDING", k.stream, d.name, parse=same, tolerate=_GONE),
                 command("XLEN", k.dead(d.name), parse=int),
-                command("HGETALL", k.members(d.name), parse=_windows)]  # fmt: skip
+                command("HGETALL", k.members(d.name), parse=_windows),
+                command("HGETALL", k.planned(d.name), parse=same)]  # fmt: skip
     replies = yield from send(ops)
     stream, retained, groups = replies[:3]
     durables = []
     for n, d in enumerate(found):
-        pending, dead, windows = replies[3 + 3 * n : 6 + 3 * n]
+        pending, dead, windows, batches = replies[3 + 4 * n : 7 + 4 * n]
         group = next((g for g in groups if text(g["name"]) == d.name), None)
         if group is None:  # deleted meanwhile
             continue
+        planned = planned_after(batches, text(group["last-delivered-id"]))
         durables.append(DurableFigures(
-            d, _lag(group), _age_s(pending, now_ms), int(dead),
+            d, _lag(group, planned), _age_s(pending, now_ms, planned), int(dead),
             windows if d.kind != "exclusive" else {}, _acknowledged(group),
         ))  # fmt: skip
     return ChannelFigures(channel, int(stream.get("entries-added") or 0), retained,
@@ -190,9 +193,12 @@ def _windows(reply: Any) -> dict[str, int]:
     return found
 
 
-def _lag(group: dict[str, Any]) -> int | None:
+def _lag(group: dict[str, Any], planned: Planned | None = None) -> int | None:
+    """Entries not read yet; those a Spark query planned are read (handed out)."""
     lag = group.get("lag")
-    return None if lag is None else int(lag)
+    if lag is None:
+        return None
+    return max(0, int(lag) - (planned.events if planned else 0))
 
 
 def _acknowledged(group: dict[str, Any]) -> int | None:
@@ -200,11 +206,15 @@ def _acknowledged(group: dict[str, Any]) -> int | None:
     return None if read_count is None else max(0, int(read_count) - int(group["pending"]))
 
 
-def _age_s(pending: Any, now_ms: int) -> float:
-    """Seconds since the oldest pending event of an `XPENDING` summary was published."""
-    if not isinstance(pending, dict) or not pending.get("pending") or pending.get("min") is None:
+def _age_s(pending: Any, now_ms: int, planned: Planned) -> float:
+    """Seconds since the oldest unacknowledged event was published: the oldest pending one
+    of an `XPENDING` summary, or of a batch a Spark query planned."""
+    oldest = [planned.first] if planned.first else []
+    if isinstance(pending, dict) and pending.get("pending") and pending.get("min") is not None:
+        oldest.append(text(pending["min"]))
+    if not oldest:
         return 0.0
-    published_ms, _ = id_key(text(pending["min"]))
+    published_ms = min(id_key(i)[0] for i in oldest)
     return max(0, now_ms - published_ms) / 1000
 
 

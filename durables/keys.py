@@ -221,6 +221,10 @@ class ChannelKeys:
     def dead(self, durable: str) -> str:
         return f"{self.prefix}:dead:{durable}"
 
+    def planned(self, durable: str) -> str:
+        """The batches a Spark query planned over the durable and has not committed."""
+        return f"{self.prefix}:planned:{durable}"
+
     @property
     def sinks(self) -> str:
         return f"{self.prefix}:sinks"
@@ -252,4 +256,5 @@ class ChannelKeys:
             self.waits(durable),
             self.bell(durable),
             self.dead(durable),
+            self.planned(durable),
         ]

@@ -30,6 +30,7 @@ from redis.exceptions import RedisError, ResponseError
 from .errors import ChannelNotFound, DurableNotFound, DurablesError
 from .ids import key as id_key
 from .keys import session_group
+from .ops.durables import planned_after
 
 if TYPE_CHECKING:
     from .client import Client
@@ -127,9 +128,11 @@ def _durable_samples(
         pipe.hlen(k.redeliveries(info.name))
         pipe.xlen(k.dead(info.name))
         pipe.xpending(k.stream, info.name)
+        pipe.hgetall(k.planned(info.name))
     replies = pipe.execute()
     for n, info in enumerate(present):
-        redelivered, dead, pending = replies[3 * n : 3 * n + 3]
+        redelivered, dead, pending, batches = replies[4 * n : 4 * n + 4]
+        planned = planned_after(batches, _text(groups[info.name]["last-delivered-id"]))
         yield DurableSample(
             channel=info.channel,
             durable=info.name,
@@ -138,16 +141,19 @@ def _durable_samples(
             consumers=len(info.consumers),
             redeliveries=int(redelivered),
             dead_letters=int(dead),
-            oldest_unacked_age_s=_age_s(pending, now_ms),
+            oldest_unacked_age_s=_age_s(pending, now_ms, planned.first),
         )
 
 
-def _age_s(pending: dict[str, Any], now_ms: int) -> float:
-    """Seconds since the oldest pending event of an `XPENDING` summary was published."""
-    oldest = pending.get("min")
-    if not pending.get("pending") or oldest is None:
+def _age_s(pending: dict[str, Any], now_ms: int, planned: str | None = None) -> float:
+    """Seconds since the oldest pending event of an `XPENDING` summary was published, or
+    the oldest of a batch a Spark query planned (`planned`), whichever is older."""
+    oldest = [planned] if planned else []
+    if pending.get("pending") and pending.get("min") is not None:
+        oldest.append(_text(pending["min"]))
+    if not oldest:
         return 0.0
-    published_ms, _ = id_key(_text(oldest))
+    published_ms = min(id_key(i)[0] for i in oldest)
     return max(0, now_ms - published_ms) / 1000
 
 

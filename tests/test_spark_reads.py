@@ -4,7 +4,9 @@ columns (events only, filtered, redelivered up to a mark), and a batch planned u
 
 from __future__ import annotations
 
+import time
 from datetime import UTC, datetime
+from typing import Any
 
 import pytest
 
@@ -12,6 +14,7 @@ import durables
 
 pytest.importorskip("pyspark", reason="pyspark is not installed (the spark extra)")
 
+from durables.ids import previous
 from durables.selector import compile_filter
 from durables.spark import store
 from durables.spark.columns import entries_batch, id_key
@@ -66,20 +69,114 @@ def test_a_batch_planned_under_a_bound_stops_there_though_later_events_exist(
     store.release(durable)
 
 
-def test_a_commit_acknowledges_the_planned_ids_up_to_its_end_and_sweeps_the_rest(
+def group_of(client: durables.Client, durable: durables.Durable) -> dict[str, Any]:
+    groups = client.redis.xinfo_groups(client.keys(durable.channel_name).stream)
+    return next(g for g in groups if g["name"].decode() == durable.name)
+
+
+def test_a_planned_batch_enters_no_pending_list_yet_counts_as_handed_out_until_committed(
     client: durables.Client,
 ) -> None:
     channel = client.channel("orders")
-    channel.publish_many([durables.Message(f"{i}".encode()) for i in range(12)])
+    ids = channel.publish_many([durables.Message(f"{i}".encode()) for i in range(12)])
     durable = channel.durable("spark", start="earliest")
     first = store.plan_batch(durable, FIRST_ID, 5, None)
     second = store.plan_batch(durable, first.end, 5, None)
-    assert len(first.ids) == len(second.ids) == 5
-    assert store.ack_upto(durable, first.end, first.ids) == 5
-    assert durable.transaction_depth() == 5  # the second batch stays handed out
-    store.plan_batch(durable, second.end, 5, None)
-    # given only some of the ids (a plan of an earlier run is not known), the sweep
-    # acknowledges everything else pending up to the end
-    assert store.ack_upto(durable, second.end, second.ids[:2]) == 5
-    assert durable.transaction_depth() == 2
+    assert (first.end, second.end) == (ids[4], ids[9])
+    group = group_of(client, durable)
+    assert group["pending"] == 0  # no pending entry per event: the cost a plan no longer has
+    assert group["last-delivered-id"].decode() == FIRST_ID
+    assert (durable.depth(), durable.transaction_depth()) == (2, 10)
+    assert store.ack_upto(durable, first.end) == 5
+    group = group_of(client, durable)
+    assert group["last-delivered-id"].decode() == ids[4]
+    assert (group["entries-read"], group["lag"]) == (5, 7)  # the lag stays exact
+    assert (durable.depth(), durable.transaction_depth()) == (2, 5)  # the second batch
+    assert store.ack_upto(durable, second.end) == 5
+    assert (durable.depth(), durable.transaction_depth()) == (2, 0)
+    store.release(durable)
+
+
+def test_a_batch_planned_again_after_a_restart_is_the_same_and_counted_once(
+    client: durables.Client,
+) -> None:
+    channel = client.channel("orders")
+    ids = channel.publish_many([durables.Message(f"{i}".encode()) for i in range(12)])
+    durable = channel.durable("spark", start="earliest", filter="n > 0 OR n IS NULL")
+    first = store.plan_batch(durable, FIRST_ID, 5, None)
+    store.plan_batch(durable, first.end, 5, None)  # planned, then the driver died
+    assert store.position(durable) == FIRST_ID  # a new query starts where commits left it
+    again = store.plan_batch(durable, FIRST_ID, 5, None)
+    assert (again.end, again.events, again.handed_out_before) == (ids[4], 5, ids[9])
+    assert (durable.depth(), durable.transaction_depth()) == (7, 5)  # filtered: counted
+    store.ack_upto(durable, again.end)
+    assert (durable.depth(), durable.transaction_depth()) == (7, 0)
+    store.release(durable)
+
+
+def test_retention_keeps_a_planned_batch_until_it_is_committed(client: durables.Client) -> None:
+    channel = client.channel("orders")
+    ids = channel.publish_many([durables.Message(f"{i}".encode()) for i in range(10)])
+    durable = channel.durable("spark", start="earliest")
+    plan = store.plan_batch(durable, FIRST_ID, 6, None)
+    client.housekeep()
+    assert channel.info().length == 10
+    store.ack_upto(durable, plan.end)
+    client.housekeep()
+    assert (channel.info().length, channel.info().first_id) == (4, ids[6])
+    store.release(durable)
+
+
+def test_a_commit_acknowledges_events_handed_out_before_the_query_began(
+    client: durables.Client,
+) -> None:
+    channel = client.channel("orders")
+    ids = channel.publish_many([durables.Message(f"{i}".encode()) for i in range(8)])
+    durable = channel.durable("spark", start="earliest")
+    stream = client.keys("orders").stream
+    client.redis.xreadgroup("spark", "someone", {stream: ">"}, count=3)  # held, never acked
+    start = store.position(durable)
+    assert start == previous(ids[0])  # before the first event still held
+    plan = store.plan_batch(durable, start, 5, None)
+    assert (plan.end, plan.events, plan.handed_out_before) == (ids[4], 5, ids[2])
+    assert (durable.depth(), durable.transaction_depth()) == (3, 5)  # 3 held + 2 planned
+    assert store.ack_upto(durable, plan.end) == 5
+    assert (durable.depth(), durable.transaction_depth()) == (3, 0)
+    assert group_of(client, durable)["lag"] == 3
+    store.release(durable)
+
+
+def test_a_durable_deleted_and_made_again_forgets_the_batches_planned_over_it(
+    client: durables.Client,
+) -> None:
+    channel = client.channel("orders")
+    channel.publish_many([durables.Message(f"{i}".encode()) for i in range(10)])
+    durable = channel.durable("spark", start="earliest")
+    store.plan_batch(durable, FIRST_ID, 6, None)
+    store.release(durable)
+    durable.delete()
+    again = channel.durable("spark", start="earliest")
+    assert (again.depth(), again.transaction_depth()) == (10, 0)
+
+
+def test_the_console_and_metrics_count_a_planned_batch_as_handed_out(
+    client: durables.Client,
+) -> None:
+    from durables import metrics
+
+    channel = client.channel("orders")
+    channel.publish_many([durables.Message(f"{i}".encode()) for i in range(10)])
+    durable = channel.durable("spark", start="earliest")
+    plan = store.plan_batch(durable, FIRST_ID, 6, None)
+    time.sleep(0.3)
+    (found,) = client.figures().channels[0].durables
+    assert (found.info.depth, found.info.transaction_depth, found.lag) == (4, 6, 4)
+    assert 0.3 <= found.oldest_unacked_age_s < 30
+    (sample,) = metrics.snapshot(client).durables
+    assert (sample.depth, sample.transaction_depth) == (4, 6)
+    assert 0.3 <= sample.oldest_unacked_age_s < 30
+    store.ack_upto(durable, plan.end)
+    (found,) = client.figures().channels[0].durables
+    assert (found.lag, found.oldest_unacked_age_s, found.acknowledged) == (4, 0.0, 6)
+    assert metrics.snapshot(client).durables[0].oldest_unacked_age_s == 0.0
     store.release(durable)

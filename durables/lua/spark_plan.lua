@@ -1,23 +1,27 @@
--- Plan a Spark micro-batch over a durable: hand the events after `start` to the Spark
--- reader (the group's position moves and they enter its pending list, so depth and
--- transaction depth stay true) and say where the batch ends. Events already handed out
--- after `start` (a batch planned before a crash and never checkpointed, or events
--- consumers held unacknowledged before the query began) are planned again first.
+-- Plan a Spark micro-batch over a durable: find where the next batch after `start` ends and
+-- note the batch in the durable's planned batches. Nothing enters the pending list and the
+-- group's position stays where Spark's last commit put it (spark_ack.lua moves it), so the
+-- planned events stay on the channel (retention keeps what is after a group's position)
+-- and the durable's figures count them as handed out from that record. Batches noted after
+-- `start` (planned before a crash and never run) are planned again: their events are
+-- reported as handed out before.
 -- KEYS[1]  the channel's stream
 -- KEYS[2]  the channel's durables hash
 -- KEYS[3]  the durable's lease (exclusive durables)
 -- KEYS[4]  the durable's alive zset (shared and serial durables)
+-- KEYS[5]  the durable's planned batches (hash: last id -> '<events> <entries read at it>
+--          <first id>'; events counts only those after the group's position)
 -- ARGV[1]  durable name (the group)
--- ARGV[2]  the Spark reader's token: its consumer name, and its lease value
+-- ARGV[2]  the Spark reader's token: its lease value on an exclusive durable
 -- ARGV[3]  lease length in ms for an exclusive durable ('' = shared or serial: no lease)
 -- ARGV[4]  the batch's start: the last id of the batch before (exclusive)
 -- ARGV[5]  at most this many events
 -- ARGV[6]  the last id the batch may reach ('' = no bound)
--- Returns  {end id, events in (start, end], the group's position before this call, the ids
---          handed out in (start, end] (acknowledged by them when Spark commits)}.
+-- Returns  {end id, events in (start, end], the id up to which events of the batch had
+--          been handed out before}.
 -- Errors   NODURABLE, NOGROUP, INUSE <holder>.
 --@include ids
-local stream, group, token = KEYS[1], ARGV[1], ARGV[2]
+local stream, group, token, planned = KEYS[1], ARGV[1], ARGV[2], KEYS[5]
 if redis.call('HEXISTS', KEYS[2], group) == 0 then
   return redis.error_reply('NODURABLE the durable does not exist')
 end
@@ -36,63 +40,94 @@ else
   end
 end
 
-local function group_position()
-  for _, info in ipairs(redis.call('XINFO', 'GROUPS', stream)) do
-    local fields = {}
-    for i = 1, #info, 2 do
-      fields[info[i]] = info[i + 1]
-    end
-    if fields['name'] == group then
-      return fields['last-delivered-id']
-    end
+local position, read = nil, -1
+for _, info in ipairs(redis.call('XINFO', 'GROUPS', stream)) do
+  local fields = {}
+  for i = 1, #info, 2 do
+    fields[info[i]] = info[i + 1]
   end
-  return nil
+  if fields['name'] == group then
+    position, read = fields['last-delivered-id'], tonumber(fields['entries-read'])
+    if not read and tonumber(fields['lag']) then
+      -- a group made at the start shows no count of entries read, but a lag: the count
+      local flat = redis.call('XINFO', 'STREAM', stream)
+      for i = 1, #flat, 2 do
+        if flat[i] == 'entries-added' then
+          read = flat[i + 1] - tonumber(fields['lag'])
+        end
+      end
+    end
+    read = read or -1
+  end
+end
+if not position then
+  return redis.error_reply('NOGROUP the durable has no consumer group')
 end
 
 local start, want, bound = ARGV[4], tonumber(ARGV[5]), ARGV[6]
-local before = group_position()
-if not before then
-  return redis.error_reply('NOGROUP the durable has no consumer group')
+-- batches up to the position were committed (or consumed since); those past `start` are
+-- planned again now; the one ending at `start` is the batch before this one
+local seen, base, void, flat = position, nil, {}, redis.call('HGETALL', planned)
+for i = 1, #flat, 2 do
+  local last = flat[i]
+  if not id_before(position, last) then
+    void[#void + 1] = last
+  elseif id_before(start, last) then
+    void[#void + 1] = last
+    if id_before(seen, last) then
+      seen = last
+    end
+  elseif last == start then
+    base = tonumber(string.match(flat[i + 1], '^%S+ (%S+)'))
+  end
 end
-if id_before(before, start) then
-  -- the checkpoint is ahead of the durable (its acknowledgements were lost): trust it
+if #void > 0 then
+  redis.call('HDEL', planned, unpack(void))
+end
+if start == position then
+  base = read
+elseif id_before(start, position) then
+  base = read  -- events up to the position were handed out before: counted from it
+elseif base == nil then
+  -- the checkpoint is ahead of the durable and no batch of ours ends there (the durable's
+  -- commits were lost): trust the checkpoint
   redis.call('XGROUP', 'SETID', stream, group, start)
-  before = start
+  position, base = start, -1
 end
-local last, count, ids = start, 0, {}
-if id_before(start, before) then
-  local hi = before
-  if bound ~= '' and id_before(bound, hi) then
-    hi = bound
-  end
-  local again = redis.call('XRANGE', stream, '(' .. start, hi, 'COUNT', want)
-  count = #again
-  for i, entry in ipairs(again) do
-    ids[i] = entry[1]
-  end
-  if count > 0 then
-    last = again[count][1]
-  end
-end
-local take = want - count
-if take > 0 and bound ~= '' and id_before(bound, newest_id(stream)) then
-  -- events came after the bound: count those up to it (moving every entry through Lua
-  -- costs what reading it does, so only when the bound cuts the stream)
-  take = id_before(before, bound) and #redis.call('XRANGE', stream, '(' .. before, bound, 'COUNT', take) or 0
-end
--- in slices: a reply of half a million entries would be held in Lua at once
+
+-- the end: the `want`-th entry after `start`, found in slices (a reply of half a million
+-- entries would be held in Lua at once); only ids are kept
 local SLICE = 10000
-while take > 0 do
-  local asked = math.min(take, SLICE)
-  local got = redis.call('XREADGROUP', 'GROUP', group, token, 'COUNT', asked, 'STREAMS', stream, '>')
-  local entries = got and got[1][2] or {}
-  for _, entry in ipairs(entries) do
-    ids[#ids + 1] = entry[1]
+local last, count, new, first = start, 0, 0, nil
+local low, high = '(' .. start, bound ~= '' and bound or '+'
+while count < want do
+  local asked = math.min(want - count, SLICE)
+  local entries = redis.call('XRANGE', stream, low, high, 'COUNT', asked)
+  local got = #entries
+  if got == 0 then
+    break
   end
-  if #entries > 0 then
-    count = count + #entries
-    last = entries[#entries][1]
+  if first == nil then
+    first = entries[1][1]
   end
-  take = #entries < asked and 0 or take - #entries
+  last = entries[got][1]
+  count = count + got
+  if id_before(position, entries[1][1]) then
+    new = new + got
+  else
+    for _, entry in ipairs(entries) do
+      if id_before(position, entry[1]) then
+        new = new + 1
+      end
+    end
+  end
+  if got < asked then
+    break
+  end
+  low = '(' .. last
 end
-return {last, count, before, ids}
+if new > 0 then
+  local at = base >= 0 and string.format('%.0f', base + new) or '-1'
+  redis.call('HSET', planned, last, new .. ' ' .. at .. ' ' .. first)
+end
+return {last, count, seen}

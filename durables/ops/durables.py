@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
-from .. import keys
+from .. import ids, keys
 from ..records import DeadLetter, DurableSpec
 from .base import Op, as_bool, command, script, text, texts
 
@@ -57,6 +58,39 @@ def _pool_size(summary: Any) -> int:
 def pool_size(k: keys.ChannelKeys, name: str) -> Op[int]:
     """Events pending under the dispatcher's pool: handed back, waiting to be dealt."""
     return command("XPENDING", k.stream, name, parse=_pool_size, context=_about(k, name))
+
+
+@dataclass(frozen=True)
+class Planned:
+    """Events a Spark query planned over the durable and has not committed: they are
+    after the group's position, so its lag counts them though they are handed out."""
+
+    events: int
+    first: str | None
+    """The oldest of them (None: none)."""
+    last: str | None
+    """The newest of them (None: none)."""
+
+
+def planned(k: keys.ChannelKeys, name: str) -> Op[Any]:
+    """The durable's planned batches (`spark_plan.lua`), for `planned_after`."""
+    return command("HGETALL", k.planned(name), context=_about(k, name))
+
+
+def planned_after(reply: Any, position: str) -> Planned:
+    """The batches of an `HGETALL` of the planned record that lie after `position`."""
+    at, events, first, last = ids.key(position), 0, None, None
+    for end, value in (reply or {}).items():
+        end = text(end)
+        if ids.key(end) <= at:
+            continue  # committed, or consumed since
+        count, _, start = text(value).split(" ")
+        events += int(count)
+        if first is None or ids.key(start) < ids.key(first):
+            first = start
+        if last is None or ids.key(end) > ids.key(last):
+            last = end
+    return Planned(events, first, last)
 
 
 def _counted(reply: Any) -> tuple[int, str]:

@@ -2,10 +2,11 @@
 
 The stream's offsets are event ids kept in Spark's checkpoint, and a micro-batch reads
 exactly the ids between its two offsets, by range (never "the next undelivered"), so a
-batch Spark runs again after a crash reads the same events. The durable hands the
-events of a batch to the Spark reader when the batch is planned (they count in its
-transaction depth) and they are acknowledged when Spark commits the batch: Spark
-commits batch N when it plans batch N+1, so the durable is at most one batch behind.
+batch Spark runs again after a crash reads the same events. Planning a batch notes its
+range in a record of the durable's (its events count in the transaction depth, and stay
+on the channel: the durable's position has not passed them); Spark's commit moves the
+durable's position past the batch. Spark commits batch N when it plans batch N+1, so the
+durable is at most one batch behind.
 
 Spark builds these readers in several processes (a planner, the driver's runner, the
 executors, which get a pickled copy), so a reader holds only options and plain values;
@@ -176,7 +177,7 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     @plain_errors
     def latestOffset(self, start: dict[str, str], limit: ReadLimit) -> dict[str, str]:
-        """Plan the next batch after `start`: the durable hands its events to Spark."""
+        """Plan the next batch after `start`: the durable notes it as handed to Spark."""
         _, durable = self._connected()
         first = start["id"]
         if isinstance(limit, ReadMaxRows):
@@ -191,12 +192,11 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def _plan_all(self, durable: Durable, start: str) -> store.Plan:
         plan = store.plan_batch(durable, start, PLAN_SLICE, self._bound)
-        total, before, ids = plan.events, plan.handed_out_before, list(plan.ids)
+        total, before = plan.events, plan.handed_out_before
         while plan.events == PLAN_SLICE:
             plan = store.plan_batch(durable, plan.end, PLAN_SLICE, self._bound)
             total += plan.events
-            ids += plan.ids
-        return store.Plan(plan.end, total, before, ids)
+        return store.Plan(plan.end, total, before)
 
     @plain_errors
     def partitions(self, start: dict[str, str], end: dict[str, str]) -> list[InputPartition]:
@@ -218,11 +218,10 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     @plain_errors
     def commit(self, end: dict[str, str]) -> None:
-        """Spark committed every batch up to `end`: acknowledge them on the durable."""
+        """Spark committed every batch up to `end`: the durable's position moves past them."""
         _, durable = self._connected()
         done = [k for k in self._planned if not is_after(k, end["id"])]
-        ids = [i for k in done for i in self._planned[k].ids]
-        store.ack_upto(durable, end["id"], ids)
+        store.ack_upto(durable, end["id"])
         for planned in done:
             del self._planned[planned]
 

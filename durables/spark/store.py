@@ -31,8 +31,6 @@ durable back at once instead of waiting for its old lease to lapse."""
 READ_CHUNK = 10_000
 """Events per XRANGE round trip of a read task: one Arrow batch each (a round trip and a
 batch cost about what converting a thousand events does)."""
-ACK_CHUNK = 50_000
-"""Ids per acknowledging script call (a commit sends all of its calls in one pipeline)."""
 STAGE_CHUNK = 10_000
 """Events per RPUSH of a write task."""
 STAGE_TTL_MS = 24 * 3600 * 1000
@@ -48,8 +46,6 @@ class Plan:
     events: int
     handed_out_before: str
     """Events up to this id were handed out by the durable before this plan."""
-    ids: Sequence[bytes] = ()
-    """The ids it handed out: acknowledged by id when Spark commits the batch."""
 
 
 def _about(durable: Durable) -> str:
@@ -57,16 +53,19 @@ def _about(durable: Durable) -> str:
 
 
 def _plan(reply: Any) -> Plan:
-    end, count, before, ids = reply
-    return Plan(text(end), int(count), text(before), ids)
+    end, count, before = reply
+    return Plan(text(end), int(count), text(before))
 
 
 def plan_batch(durable: Durable, start: str, most: int, bound: str | None) -> Plan:
-    """Hand the next `most` events after `start` (not past `bound`) to the Spark reader;
-    on an exclusive durable, take (or keep) its lease first."""
+    """Find the next `most` events after `start` (not past `bound`) and note them as the
+    durable's planned batch (the group's position moves only at the commit); on an
+    exclusive durable, take (or keep) its lease first."""
     k = durable.keys
     lease = "" if durable.kind != "exclusive" else str(durable.ctx.lease_ms)
-    op = script("spark_plan", [k.stream, k.durables, k.lease(durable.name), k.alive(durable.name)],
+    op = script("spark_plan",
+                [k.stream, k.durables, k.lease(durable.name), k.alive(durable.name),
+                 k.planned(durable.name)],
                 [durable.name, TOKEN, lease, start, most, bound or ""],
                 parse=_plan, context=_about(durable))  # fmt: skip
     return durable.ctx.executor.run(op)
@@ -74,7 +73,7 @@ def plan_batch(durable: Durable, start: str, most: int, bound: str | None) -> Pl
 
 def position(durable: Durable) -> str:
     """Where a new query starts: before the first event the durable handed out and nobody
-    acknowledged, else at the durable's position."""
+    acknowledged, else at the durable's position (the end of the last committed batch)."""
     stream = durable.keys.stream
     summary, groups = durable.ctx.executor.run_all([
         command("XPENDING", stream, durable.name, context=_about(durable)),
@@ -88,20 +87,15 @@ def position(durable: Durable) -> str:
     raise DurablesError(f"durable {durable.name!r} has no consumer group")  # pragma: no cover
 
 
-def ack_upto(durable: Durable, end: str, ids: Sequence[bytes] = ()) -> int:
-    """Acknowledge every event of the durable up to and including `end`: `ids` (all up to
-    `end`, those the plans handed out) by id, then whatever else is pending up to `end`,
-    in one round trip."""
+def ack_upto(durable: Durable, end: str) -> int:
+    """Commit the durable up to and including `end`: its position moves there, its planned
+    batches up to there are forgotten and whatever is still pending up to there is
+    acknowledged, in one script; how many events that acknowledged."""
     k = durable.keys
-    keys = [k.stream, k.redeliveries(durable.name), k.keep(durable.name)]
-    chunks = [ids[i : i + ACK_CHUNK] for i in range(0, len(ids), ACK_CHUNK)] or [()]
-    sweep = len(chunks) - 1  # the last call then sweeps (finding nothing, normally)
-    ops = [
-        script("spark_ack", keys, [durable.name, end, "1" if i == sweep else "0", *chunk],
-               parse=as_int, context=_about(durable))
-        for i, chunk in enumerate(chunks)
-    ]  # fmt: skip
-    acked: int = sum(durable.ctx.executor.run_all(ops))
+    keys = [k.stream, k.redeliveries(durable.name), k.keep(durable.name), k.planned(durable.name)]
+    acked: int = durable.ctx.executor.run(
+        script("spark_ack", keys, [durable.name, end], parse=as_int, context=_about(durable))
+    )
     durable.ctx.touch(durable.channel_name)
     return acked
 
