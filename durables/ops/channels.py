@@ -34,6 +34,9 @@ def names(ns: str) -> Op[list[str]]:
 
 
 def _ids(reply: Any) -> list[str]:
+    """`publish.lua`'s reply: a list of ids, or one new event's id alone."""
+    if type(reply) is bytes:
+        return [reply.decode()]
     return [i.decode() for i in reply]
 
 
