@@ -49,22 +49,25 @@ def test_a_script_call_is_evalsha_with_its_keys_then_its_args() -> None:
     op = channels.publish(K, Batch.of((b"data", b"", b"", b"", b"m-1")), 5000, "p.0", 7)
     sha = scripts.sha("publish")
     assert op.wire(sha) == (
-        "EVALSHA", sha, 10, K.stream, K.meta, K.producers, K.session_trips, K.session_limits,
+        "EVALSHA", sha, 9, K.stream, K.meta, K.session_trips, K.session_limits,
         K.overflowed, K.last_values, K.last_ids, K.message_ids, K.message_times,
         5000, b"x", "p.0", 7, b"data", b"", b"", b"", b"m-1",
     )  # fmt: skip
-    assert wire_bytes(op).startswith(b"*22\r\n$7\r\nEVALSHA\r\n$40\r\n" + sha.encode())
+    assert wire_bytes(op).startswith(b"*21\r\n$7\r\nEVALSHA\r\n$40\r\n" + sha.encode())
 
 
 def test_a_publish_of_plain_events_names_only_the_keys_it_may_touch() -> None:
     plain = Batch.of((b"a", b"", b"", b"", b""), (b"b", b"", b"{}", b"", b""))
     op = channels.publish(K, plain, 0, "p.0", 1)
-    assert op.wire("sha")[:9] == (
-        "EVALSHA", "sha", 6, K.stream, K.meta, K.producers, K.session_trips, K.session_limits,
-        K.overflowed,
+    assert op.wire("sha")[:8] == (
+        "EVALSHA", "sha", 5, K.stream, K.meta, K.session_trips, K.session_limits, K.overflowed,
     )  # fmt: skip
     keyed = Batch.of((b"a", b"", b"", b"", b""), (b"b", b"k1", b"", b"", b""))
-    assert channels.publish(K, keyed, 0, "p.0", 1).wire("sha")[2] == 10
+    assert channels.publish(K, keyed, 0, "p.0", 1).wire("sha")[2] == 9
+    # where no session has a trip point, the stream and the meta hash alone
+    bare = channels.publish(K, plain, 0, "p.0", 1, trips=False)
+    assert bare.wire("sha")[:5] == ("EVALSHA", "sha", 2, K.stream, K.meta)
+    assert channels.publish(K, keyed, 0, "p.0", 1, trips=False).wire("sha")[2] == 9
 
 
 def test_a_batch_sends_each_event_with_only_the_values_its_shape_names() -> None:
