@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
 from functools import lru_cache
 from typing import Any
 
@@ -11,9 +10,10 @@ from .. import keys
 from ..errors import ChannelNotFound, DurablesError
 from ..events import SHAPE_DATA, SHAPE_PROPS, Batch
 from ..records import ChannelInfo
-from .base import Op, as_bool, command, script, text, texts
+from .base import Op, as_bool, command, text, texts
 
 TRIPS = frozenset({"TRIPS"})
+_NONE: frozenset[str] = frozenset()
 
 
 def ensure(k: keys.ChannelKeys, options: dict[str, int | str], created_ms: int) -> list[Op[Any]]:
@@ -70,8 +70,7 @@ def publish(
     if not batch.shape.translate(None, _PLAIN_SHAPES):  # no key, op or message id
         script_keys = script_keys[: _PLAIN_KEYS if trips else _BARE_KEYS]
     args = (dedupe_window_ms, bytes(batch.shape), producer, sequence, *batch.values)
-    op = script("publish", script_keys, args, parse=_ids, context=context)
-    return op if trips else replace(op, tolerate=TRIPS)
+    return Op(args, _ids, "publish", script_keys, context, _NONE if trips else TRIPS)
 
 
 _PLAIN_SHAPES = SHAPE_DATA + SHAPE_PROPS
