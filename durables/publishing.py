@@ -37,9 +37,9 @@ def publish_encoded(
     A channel at its capacity is trimmed once (acknowledged events may make room) and
     the batch tried again; `ChannelFullError` if still full. With `replicas` (default:
     the setting), `WAIT` for that many replicas in the same round trip, and
-    `ReplicationError` if fewer confirmed: never a success that was not had. The keys of
-    the session trip points are named only while the server asks for them
-    (`Producer.names_trips`).
+    `ReplicationError` if fewer confirmed: never a success that was not had. A single
+    event's call names the keys of the session trip points only while the server asks
+    for them (`Producer.names_trips`).
     Idempotent: the call carries a lane of the client's producer (`producers`) for its
     whole flow, so every copy the executor sends after a lost reply is stored once.
     """
@@ -51,8 +51,9 @@ def publish_encoded(
         window = int(settings.dedupe_window_s * 1000)
         lane_id, sequence = (lane.id, lane.claim(len(batch))) if settings.idempotent_publish \
             else ("", 0)  # fmt: skip
-        op = channel_ops.publish(k, batch, window, lane_id, sequence,
-                                 trips=producer.names_trips(k.channel))  # fmt: skip
+        # A batch names them always: 3 keys are little to it, and sending it twice is not.
+        trips = len(batch) > 1 or producer.names_trips(k.channel)
+        op = channel_ops.publish(k, batch, window, lane_id, sequence, trips=trips)
         trimmed = False
         while True:
             try:
