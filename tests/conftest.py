@@ -228,6 +228,8 @@ MEMORY_LEFT_OUT = {  # a module, a test function, or one parametrized test
     "test_redis_py_surface.py": "checks redis-py's sockets to a server process",
     "test_secrets.py": "provokes every connection failure of server processes (TLS, Sentinel)",
     "test_figures.py": "reads MEMORY USAGE, which fakeredis has not",
+    "test_publish_path.py::test_a_publisher_asked_for_the_trip_points_names_them_for_a_while_not_every_time":
+        "reads the server's error statistics, which fakeredis has not",
     "test_console_safety.py": "serves the console over HTTP from a server's figures",
     "test_metrics.py::test_serve_answers_scrapes_over_http_until_terminated":
         "runs `durables metrics --serve` as a process against a server",

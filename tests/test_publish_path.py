@@ -61,3 +61,27 @@ def test_a_limit_set_by_another_client_holds_for_a_publisher_that_named_no_trip_
     raw: Any = client.redis
     stored = [fields[b"d"] for _, fields in raw.xrange(ch.keys.stream)]
     assert stored == [b"before 0", b"before 1", b"before 2", b"e1", b"e2", b"e3"]  # each once
+
+
+def _refused(client: durables.Client) -> int:
+    """How many calls the server refused with TRIPS (its error statistics)."""
+    stats: Any = client.redis.info("errorstats")
+    return int(stats.get("errorstat_TRIPS", {}).get("count", 0))
+
+
+def test_a_publisher_asked_for_the_trip_points_names_them_for_a_while_not_every_time(
+    client: durables.Client, server_url: str, namespace: str
+) -> None:
+    ch = client.channel("orders")
+    with durables.connect(server_url, namespace=namespace, **FAST) as other:
+        s = other.session("phone", timeout=60, max_depth=1000)
+        s.register_interest("orders")
+        s.ready_for_events()
+        before = _refused(client)
+        for i in range(130):
+            ch.publish(f"e{i}")
+        refused = _refused(client) - before
+        s.close()
+    assert 1 <= refused <= 3  # once, then again after each 64 publishes that named them
+    raw: Any = client.redis
+    assert raw.xlen(ch.keys.stream) == 130  # a refused call stored nothing
