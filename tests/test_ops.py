@@ -113,7 +113,7 @@ def test_every_key_of_a_channel_operation_shares_the_channel_hash_tag() -> None:
 
 def test_channel_info_reads_five_replies_into_a_record() -> None:
     replies = [
-        {b"ttl_ms": b"1500", b"capacity": b"10", b"full": b"drop_oldest", b"keyed": b"1"},
+        [b"1700000000000", b"1500", b"10", b"drop_oldest", b"1"],
         3, [(b"1-0", {})], [(b"3-0", {})], [b"b", b"a"],
     ]  # fmt: skip
     info = channels.parse_info("orders", replies)
@@ -121,7 +121,12 @@ def test_channel_info_reads_five_replies_into_a_record() -> None:
         "orders", 3, "1-0", "3-0", ("a", "b"), 1.5, 10, "drop_oldest", True
     )
     with pytest.raises(durables.ChannelNotFound):
-        channels.parse_info("gone", [{}, 0, [], [], []])
+        channels.parse_info("gone", [[None] * 5, 0, [], [], []])
+
+
+def test_channel_info_reads_the_settings_not_the_producers_records() -> None:
+    (settings, *_) = channels.info(K)
+    assert settings.args == ("HMGET", K.meta, "created_ms", "ttl_ms", "capacity", "full", "keyed")
 
 
 def test_the_pool_size_is_read_from_the_pending_summary() -> None:

@@ -106,12 +106,14 @@ def durable_names(k: keys.ChannelKeys) -> Op[list[str]]:
 
 
 INFO_OPS = 5
+_SETTINGS = ("created_ms", "ttl_ms", "capacity", "full", "keyed")
 
 
 def info(k: keys.ChannelKeys) -> list[Op[Any]]:
     """What `parse_info` needs about one channel (five commands, for one pipeline)."""
     return [
-        command("HGETALL", k.meta, context="channel info"),
+        # the settings alone: the meta hash also holds every recent producer's record
+        command("HMGET", k.meta, *_SETTINGS, context="channel info"),
         command("XLEN", k.stream, context="channel info"),
         command("XRANGE", k.stream, "-", "+", "COUNT", 1, context="channel info"),
         command("XREVRANGE", k.stream, "+", "-", "COUNT", 1, context="channel info"),
@@ -121,11 +123,10 @@ def info(k: keys.ChannelKeys) -> list[Op[Any]]:
 
 def parse_info(name: str, replies: Sequence[Any]) -> ChannelInfo:
     """The ChannelInfo from the five replies of `info`; `ChannelNotFound` if it has no meta."""
-    meta, length, first, last, durables = replies
-    if not meta:
+    settings, length, first, last, durables = replies
+    created_ms, ttl_ms, capacity, full, keyed = settings
+    if created_ms is None:
         raise ChannelNotFound(f"channel {name!r} does not exist")
-    ttl_ms = meta.get(b"ttl_ms")
-    capacity = meta.get(b"capacity")
     return ChannelInfo(
         name=name,
         length=int(length),
@@ -134,8 +135,8 @@ def parse_info(name: str, replies: Sequence[Any]) -> ChannelInfo:
         durables=tuple(texts(durables)),
         ttl_s=int(ttl_ms) / 1000 if ttl_ms else None,
         capacity=int(capacity) if capacity else None,
-        full="drop_oldest" if meta.get(b"full") == b"drop_oldest" else "reject",
-        keyed=meta.get(b"keyed") == b"1",
+        full="drop_oldest" if full == b"drop_oldest" else "reject",
+        keyed=keyed == b"1",
     )
 
 
