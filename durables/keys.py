@@ -10,7 +10,10 @@ in one slot and every Lua script runs unchanged on Redis Cluster:
     <ns>:alerts                       list: recent alerts for the admin (newest first, capped)
     <ns>:{<ch>}:s                     the stream: one entry per event
     <ns>:{<ch>}:meta                  hash: created_ms, ttl_ms, capacity, full, keyed; and
-                                      published, ackreq, moves (counts the scripts keep)
+                                      published, ackreq, moves, notrips (what the scripts
+                                      keep); '<producer id>:' -> '<sequence> <first event
+                                      id>' of that producer's last publish here (a retry of
+                                      it is not stored again)
     <ns>:{<ch>}:durables              hash: durable name -> JSON spec (kind, filter, start)
     <ns>:{<ch>}:last                  hash: key -> last value (keyed channels)
     <ns>:{<ch>}:lastid                hash: key -> id of the event that set the last value
@@ -49,8 +52,8 @@ in one slot and every Lua script runs unchanged on Redis Cluster:
     <ns>:{<ch>}:overflowed            hash: 'closed:<id>' / 'dropped:<id>' -> what overflow did
     <ns>:{<ch>}:mids                  hash: producer message id -> the event id it got
     <ns>:{<ch>}:midtimes              zset: producer message id -> when (server ms), for expiry
-    <ns>:{<ch>}:producers             hash: producer id -> '<sequence> <first event id>' of its
-                                      last publish here (a retry of it is not stored again)
+    <ns>:{<ch>}:producers             hash: the producers' records of earlier versions (now in
+                                      the meta hash); deleted with the channel
     <ns>:{<ch>}:sinks                 hash: Spark sink id -> last batch id committed to the channel
     <ns>:{<ch>}:stage:<token>         list: events a Spark task staged for the channel, until
                                       the driver commits its batch (expires if it never does)

@@ -16,6 +16,10 @@ import threading
 
 PRODUCER_ID_BYTES = 9
 """72 random bits per client: two clients alive within a dedupe window never share one."""
+TRIPS_NAMED_FOR = 64
+"""Publishes to a channel that name its session trip points' keys after the server asked
+for them, before one tries without again: where sessions have queue limits, one call in 65
+is sent twice (its first copy refused before it did anything)."""
 
 
 class Lane:
@@ -42,6 +46,23 @@ class Producer:
         self._free: list[Lane] = []
         self._made = 0
         self._lock = threading.Lock()
+        self._trips: dict[str, int] = {}
+
+    def names_trips(self, channel: str) -> bool:
+        """Whether a publish to `channel` names the keys of its session trip points: only
+        for a while after the server asked for them (`asked_for_trips`). Saves the server
+        three keys of every other publish; the server checks the guess (`publish.lua`)."""
+        left = self._trips.get(channel)
+        if left is None:
+            return False
+        if left <= 1:
+            self._trips.pop(channel, None)
+        else:
+            self._trips[channel] = left - 1
+        return True
+
+    def asked_for_trips(self, channel: str) -> None:
+        self._trips[channel] = TRIPS_NAMED_FOR
 
     def take(self) -> Lane:
         with self._lock:

@@ -37,26 +37,37 @@ def publish_encoded(
     A channel at its capacity is trimmed once (acknowledged events may make room) and
     the batch tried again; `ChannelFullError` if still full. With `replicas` (default:
     the setting), `WAIT` for that many replicas in the same round trip, and
-    `ReplicationError` if fewer confirmed: never a success that was not had.
+    `ReplicationError` if fewer confirmed: never a success that was not had. A single
+    event's call names the keys of the session trip points only while the server asks
+    for them (`Producer.names_trips`).
     Idempotent: the call carries a lane of the client's producer (`producers`) for its
     whole flow, so every copy the executor sends after a lost reply is stored once.
     """
     settings = ctx.settings
     wanted = settings.replicas if replicas is None else replicas
-    lane = ctx.producer.take()
+    producer = ctx.producer
+    lane = producer.take()
     try:
         window = int(settings.dedupe_window_s * 1000)
-        if settings.idempotent_publish:
-            op = channel_ops.publish(k, batch, window, lane.id, lane.claim(len(batch)))
-        else:
-            op = channel_ops.publish(k, batch, window, "", 0)
-        try:
-            return (yield from _publish(ctx, op, wanted, replica_timeout_s, retry))
-        except ChannelFullError:
-            yield from trim_channel(ctx, k)
-            return (yield from _publish(ctx, op, wanted, replica_timeout_s, retry))
+        lane_id, sequence = (lane.id, lane.claim(len(batch))) if settings.idempotent_publish \
+            else ("", 0)  # fmt: skip
+        # A batch names them always: 3 keys are little to it, and sending it twice is not.
+        trips = len(batch) > 1 or producer.names_trips(k.channel)
+        op = channel_ops.publish(k, batch, window, lane_id, sequence, trips=trips)
+        trimmed = False
+        while True:
+            try:
+                return (yield from _publish(ctx, op, wanted, replica_timeout_s, retry))
+            except channel_ops.TripsUnnamed:  # nothing was done: again, naming them
+                producer.asked_for_trips(k.channel)
+                op = channel_ops.publish(k, batch, window, lane_id, sequence)
+            except ChannelFullError:  # acknowledged events may make room: trim once
+                if trimmed:
+                    raise
+                trimmed = True
+                yield from trim_channel(ctx, k)
     finally:
-        ctx.producer.give(lane)
+        producer.give(lane)
 
 
 def _publish(

@@ -225,6 +225,8 @@ MEMORY_LEFT_OUT = {  # a module, a test function, or one parametrized test
     "test_newcomer.py": "starts the embedded server (a process)",
     "test_redis_py_surface.py": "checks redis-py's sockets to a server process",
     "test_secrets.py": "provokes every connection failure of server processes (TLS, Sentinel)",
+    "test_publish_path.py::test_a_publisher_asked_for_the_trip_points_names_them_for_a_while_not_every_time":
+        "reads the server's error statistics, which fakeredis has not",
     "test_metrics.py::test_serve_answers_scrapes_over_http_until_terminated":
         "runs `durables metrics --serve` as a process against a server",
     "test_producers.py::test_a_publish_asking_for_more_replicas_than_confirm_raises_but_the_event_is_stored":

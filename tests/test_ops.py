@@ -49,22 +49,25 @@ def test_a_script_call_is_evalsha_with_its_keys_then_its_args() -> None:
     op = channels.publish(K, Batch.of((b"data", b"", b"", b"", b"m-1")), 5000, "p.0", 7)
     sha = scripts.sha("publish")
     assert op.wire(sha) == (
-        "EVALSHA", sha, 10, K.stream, K.meta, K.producers, K.session_trips, K.session_limits,
+        "EVALSHA", sha, 9, K.stream, K.meta, K.session_trips, K.session_limits,
         K.overflowed, K.last_values, K.last_ids, K.message_ids, K.message_times,
         5000, b"x", "p.0", 7, b"data", b"", b"", b"", b"m-1",
     )  # fmt: skip
-    assert wire_bytes(op).startswith(b"*22\r\n$7\r\nEVALSHA\r\n$40\r\n" + sha.encode())
+    assert wire_bytes(op).startswith(b"*21\r\n$7\r\nEVALSHA\r\n$40\r\n" + sha.encode())
 
 
 def test_a_publish_of_plain_events_names_only_the_keys_it_may_touch() -> None:
     plain = Batch.of((b"a", b"", b"", b"", b""), (b"b", b"", b"{}", b"", b""))
     op = channels.publish(K, plain, 0, "p.0", 1)
-    assert op.wire("sha")[:9] == (
-        "EVALSHA", "sha", 6, K.stream, K.meta, K.producers, K.session_trips, K.session_limits,
-        K.overflowed,
+    assert op.wire("sha")[:8] == (
+        "EVALSHA", "sha", 5, K.stream, K.meta, K.session_trips, K.session_limits, K.overflowed,
     )  # fmt: skip
     keyed = Batch.of((b"a", b"", b"", b"", b""), (b"b", b"k1", b"", b"", b""))
-    assert channels.publish(K, keyed, 0, "p.0", 1).wire("sha")[2] == 10
+    assert channels.publish(K, keyed, 0, "p.0", 1).wire("sha")[2] == 9
+    # where no session has a trip point, the stream and the meta hash alone
+    bare = channels.publish(K, plain, 0, "p.0", 1, trips=False)
+    assert bare.wire("sha")[:5] == ("EVALSHA", "sha", 2, K.stream, K.meta)
+    assert channels.publish(K, keyed, 0, "p.0", 1, trips=False).wire("sha")[2] == 9
 
 
 def test_a_batch_sends_each_event_with_only_the_values_its_shape_names() -> None:
@@ -110,7 +113,7 @@ def test_every_key_of_a_channel_operation_shares_the_channel_hash_tag() -> None:
 
 def test_channel_info_reads_five_replies_into_a_record() -> None:
     replies = [
-        {b"ttl_ms": b"1500", b"capacity": b"10", b"full": b"drop_oldest", b"keyed": b"1"},
+        [b"1700000000000", b"1500", b"10", b"drop_oldest", b"1"],
         3, [(b"1-0", {})], [(b"3-0", {})], [b"b", b"a"],
     ]  # fmt: skip
     info = channels.parse_info("orders", replies)
@@ -118,7 +121,12 @@ def test_channel_info_reads_five_replies_into_a_record() -> None:
         "orders", 3, "1-0", "3-0", ("a", "b"), 1.5, 10, "drop_oldest", True
     )
     with pytest.raises(durables.ChannelNotFound):
-        channels.parse_info("gone", [{}, 0, [], [], []])
+        channels.parse_info("gone", [[None] * 5, 0, [], [], []])
+
+
+def test_channel_info_reads_the_settings_not_the_producers_records() -> None:
+    (settings, *_) = channels.info(K)
+    assert settings.args == ("HMGET", K.meta, "created_ms", "ttl_ms", "capacity", "full", "keyed")
 
 
 def test_the_pool_size_is_read_from_the_pending_summary() -> None:

@@ -1,19 +1,20 @@
 -- Append events to a channel's stream, honouring the channel's capacity rule; a keyed
 -- channel also keeps the last value (and its event id) of every key.
 -- KEYS[1]  the channel's stream
--- KEYS[2]  the channel's meta hash
--- KEYS[3]  the channel's producers (hash: producer id -> '<sequence> <first event id>' of
---          its last call here)
--- KEYS[4]  the channel's session trip points (zset: session id -> publish count to check at)
--- KEYS[5]  the channel's session queue limits (hash, lib/queue_limits.lua)
--- KEYS[6]  the channel's overflowed sessions (hash)
--- KEYS[7]  the channel's last-value hash (key -> data), used when the channel is keyed
--- KEYS[8]  the channel's last-id hash (key -> event id), used when the channel is keyed
--- KEYS[9]  the channel's producer message ids (hash: message id -> event id)
--- KEYS[10] the channel's producer message ids by time (zset: message id -> server ms)
---          KEYS[7..10] are used by 'k' and 'x' events alone: a call of 'd' and 'p' events
---          may name only the first six (each key costs the server about 1,200
---          instructions, 6 % of a single publish).
+-- KEYS[2]  the channel's meta hash; it also holds each producer's record, field
+--          '<producer id>:' -> '<sequence> <first event id>' of its last call here (read
+--          with the settings: an HGET of a hash of their own cost 7 % of a single publish)
+-- KEYS[3]  the channel's session trip points (zset: session id -> publish count to check at)
+-- KEYS[4]  the channel's session queue limits (hash, lib/queue_limits.lua)
+-- KEYS[5]  the channel's overflowed sessions (hash)
+-- KEYS[6]  the channel's last-value hash (key -> data), used when the channel is keyed
+-- KEYS[7]  the channel's last-id hash (key -> event id), used when the channel is keyed
+-- KEYS[8]  the channel's producer message ids (hash: message id -> event id)
+-- KEYS[9]  the channel's producer message ids by time (zset: message id -> server ms)
+--          KEYS[6..9] are used by 'k' and 'x' events alone: a call of 'd' and 'p' events
+--          may name only the first five, and only the first two where the client believes
+--          no session has a trip point here (each key costs the server about 1,200
+--          instructions): if one may have, TRIPS asks for the call again with KEYS[3..5].
 -- ARGV[1]  the dedupe window in milliseconds
 -- ARGV[2]  the shape: one letter per event, saying which values follow for it (most
 --          events carry only a payload and perhaps properties, so they take one or two):
@@ -35,38 +36,52 @@
 --          one is a stale copy that landed after its retry (STALE). Every event is stored
 --          with its message id, field 'm': the producer's own, or '<producer>:<sequence>'.
 -- ARGV[5..] the events' values, in order.
--- Returns  the event ids, in order.
+-- Returns  the event ids, in order; a new single event's id alone, not in a table (a table
+--          reply costs the server about 7,000 instructions, 7 % of a single publish).
 -- Errors   NOCHANNEL (no meta: the channel was deleted), FULL <capacity> (rule 'reject'),
---          STALE (a copy of a call superseded by a later one of its producer).
+--          STALE (a copy of a call superseded by a later one of its producer), TRIPS (the
+--          trip points' keys are needed and were not named: nothing was done).
 -- While a session has a queue limit on the channel (a trip point), the meta hash counts
 -- the events published ('published') and sessions whose queue may have reached its
 -- limit are checked (lib/queue_limits.lua). Trip points are relative to that count, so it
--- need not move while there are none: a publish then writes nothing but its events (one
--- write for the server to log and pass to replicas, not a transaction of several).
+-- need not move while there are none: a publish then writes nothing but its events and
+-- its producer's record. Whether there are any is read with the settings: the meta hash's
+-- 'notrips' is '1' once a publish found none, and lib/queue_limits.lua deletes it before
+-- it sets one (the EXISTS it saves is 5,700 instructions, 5 % of a single publish).
+-- Numbers are made into strings only where they must be (a single event's message id is
+-- '<producer>:' .. ARGV[4], as sent): formatting one costs the server about 3,000
+-- instructions, reading one 1,700.
 -- The libraries are spliced into the branches that use them: defining their functions
 -- costs the server time at every call (about 1.7 µs), and most publishes need neither.
-local meta = redis.call('HMGET', KEYS[2], 'created_ms', 'capacity', 'full', 'keyed', 'moves')
+local producer, sent = ARGV[3], ARGV[4]
+local tag = producer ~= '' and producer .. ':' or nil  -- also its record's field
+local call, byte = redis.call, string.byte
+local meta = tag
+  and call('HMGET', KEYS[2], 'created_ms', 'capacity', 'full', 'keyed', 'moves', 'notrips', tag)
+  or call('HMGET', KEYS[2], 'created_ms', 'capacity', 'full', 'keyed', 'moves', 'notrips')
 if not meta[1] then
   return redis.error_reply('NOCHANNEL the channel does not exist')
 end
-local call, byte = redis.call, string.byte
+if meta[6] ~= '1' and not KEYS[3] then
+  return redis.error_reply('TRIPS a session may have a queue limit here: name its keys')
+end
 local shape = ARGV[2]
 local n = #shape
 local stream, keyed = KEYS[1], meta[4] == '1'
-local window, now = tonumber(ARGV[1]), nil
-local producer, seq = ARGV[3], tonumber(ARGV[4])
-local tag = producer ~= '' and producer .. ':' or nil
-local DATA, PROPS, KEYED, FULL = byte('d'), byte('p'), byte('k'), byte('x')
+local now = nil
+local seq = n > 1 and tonumber(sent) or nil  -- a batch's: its events' message ids follow it
+local DATA, PROPS, KEYED, FULL = 100, 112, 107, 120  -- byte('d'), 'p', 'k', 'x'
 
 -- The producer's last call here: the same sequence again is its retry, a smaller one stale.
-local last = tag and call('HGET', KEYS[3], producer)
+local last = meta[7]
 if last then
   local space = string.find(last, ' ', 1, true)
-  local last_seq = tonumber(string.sub(last, 1, space - 1))
-  if seq < last_seq then
+  local last_seq = string.sub(last, 1, space - 1)
+  -- Compared as decimal strings without leading zeros (both are as the client sent them).
+  if #sent < #last_seq or (#sent == #last_seq and sent < last_seq) then
     return redis.error_reply('STALE a later publish of this producer was stored first')
   end
-  if seq == last_seq then
+  if sent == last_seq then
     -- Stored before: the ids it got, found by each event's message id among the entries
     -- the call appended (one atomic call: they follow its first id), or in the message
     -- ids of a producer-given id that was a duplicate then.
@@ -84,7 +99,7 @@ if last then
       end
     end
     for i = 1, n do
-      local s, mid = byte(shape, i), tag .. (seq + i - 1)
+      local s, mid = byte(shape, i), i == 1 and tag .. sent or tag .. (seq + i - 1)
       if s == FULL then
         if ARGV[at + 4] ~= '' then
           mid = ARGV[at + 4]
@@ -93,7 +108,7 @@ if last then
       else
         at = at + (s == DATA and 1 or s == PROPS and 2 or 3)
       end
-      ids[i] = found[mid] or (KEYS[9] and call('HGET', KEYS[9], mid)) or first
+      ids[i] = found[mid] or (KEYS[8] and call('HGET', KEYS[8], mid)) or first
     end
     return ids
   end
@@ -110,20 +125,21 @@ local first = nil  -- the first id this call appends
 -- publish. (Its body is not indented under the `if`: the `--@include` in it must start its
 -- line.)
 local publish_one
-if string.find(shape, '[kx]') then
+if string.find(shape, 'k', 1, true) or string.find(shape, 'x', 1, true) then
 publish_one = function(data, key, props, op, mid, own)
   local id
   if mid ~= '' then
     if now == nil then
 --@include clock
       now = now_ms()
-      local old = call('ZRANGEBYSCORE', KEYS[10], '-inf', now - window, 'LIMIT', 0, 1000)
+      local old = call('ZRANGEBYSCORE', KEYS[9], '-inf', now - tonumber(ARGV[1]), 'LIMIT', 0,
+        1000)
       if #old > 0 then
-        call('HDEL', KEYS[9], unpack(old))
-        call('ZREM', KEYS[10], unpack(old))
+        call('HDEL', KEYS[8], unpack(old))
+        call('ZREM', KEYS[9], unpack(old))
       end
     end
-    id = call('HGET', KEYS[9], mid)
+    id = call('HGET', KEYS[8], mid)
     if id then
       return id  -- stored before: its first id stands
     end
@@ -151,16 +167,16 @@ publish_one = function(data, key, props, op, mid, own)
   end
   first = first or id
   if mid ~= '' then
-    call('HSET', KEYS[9], mid, id)
-    call('ZADD', KEYS[10], now, mid)
+    call('HSET', KEYS[8], mid, id)
+    call('ZADD', KEYS[9], now, mid)
   end
   if keyed and key ~= '' then
     if op == 'destroy' then
+      call('HDEL', KEYS[6], key)
       call('HDEL', KEYS[7], key)
-      call('HDEL', KEYS[8], key)
     else
-      call('HSET', KEYS[7], key, data)
-      call('HSET', KEYS[8], key, id)
+      call('HSET', KEYS[6], key, data)
+      call('HSET', KEYS[7], key, id)
     end
   end
   return id
@@ -171,6 +187,7 @@ local ids = {}
 local at = 5
 for i = 1, n do
   local s = byte(shape, i)
+  local mid = tag and (i == 1 and tag .. sent or tag .. (seq + i - 1))
   if not tag then  -- no idempotence asked: no message id of the producer's own
     if s == PROPS then
       ids[i] = call('XADD', stream, '*', 'd', ARGV[at], 'p', ARGV[at + 1])
@@ -186,34 +203,36 @@ for i = 1, n do
       at = at + 5
     end
   elseif s == PROPS then
-    ids[i] = call('XADD', stream, '*', 'd', ARGV[at], 'm', tag .. (seq + i - 1), 'p', ARGV[at + 1])
+    ids[i] = call('XADD', stream, '*', 'd', ARGV[at], 'm', mid, 'p', ARGV[at + 1])
     first = first or ids[i]
     at = at + 2
   elseif s == DATA then
-    ids[i] = call('XADD', stream, '*', 'd', ARGV[at], 'm', tag .. (seq + i - 1))
+    ids[i] = call('XADD', stream, '*', 'd', ARGV[at], 'm', mid)
     first = first or ids[i]
     at = at + 1
   elseif s == KEYED then
-    ids[i] = publish_one(ARGV[at], ARGV[at + 1], ARGV[at + 2], '', '', tag .. (seq + i - 1))
+    ids[i] = publish_one(ARGV[at], ARGV[at + 1], ARGV[at + 2], '', '', mid)
     at = at + 3
   else  -- 'x'
-    ids[i] = publish_one(ARGV[at], ARGV[at + 1], ARGV[at + 2], ARGV[at + 3], ARGV[at + 4],
-      tag .. (seq + i - 1))
+    ids[i] = publish_one(ARGV[at], ARGV[at + 1], ARGV[at + 2], ARGV[at + 3], ARGV[at + 4], mid)
     at = at + 5
   end
 end
 if tag and n > 0 then
-  call('HSET', KEYS[3], producer, seq .. ' ' .. (first or ''))
+  call('HSET', KEYS[2], tag, sent .. ' ' .. (first or ''))
   if not last and first then
     -- A producer new here: forget a few that have been silent for the dedupe window (ten
-    -- minutes at least: longer than a retry goes on), so the hash stays the size of the
-    -- producers of the last window (O(1) each, no key per event).
-    local cut = tonumber(string.match(first, '^%d+')) - math.max(window, 600000)
-    local sample = call('HRANDFIELD', KEYS[3], 8, 'WITHVALUES')
+    -- minutes at least: longer than a retry goes on), so the hash holds the producers of
+    -- the last window (O(1) each, no key per event). A record's field ends in ':', which
+    -- no setting's does.
+    local cut = tonumber(string.match(first, '^%d+')) - math.max(tonumber(ARGV[1]), 600000)
+    local sample = call('HRANDFIELD', KEYS[2], 8, 'WITHVALUES')
     for j = 1, #sample - 1, 2 do
-      local since = tonumber(string.match(sample[j + 1], ' (%d+)%-'))
-      if not since or since < cut then
-        call('HDEL', KEYS[3], sample[j])
+      if byte(sample[j], -1) == 58 then  -- ':'
+        local since = tonumber(string.match(sample[j + 1], ' (%d+)%-'))
+        if not since or since < cut then
+          call('HDEL', KEYS[2], sample[j])
+        end
       end
     end
   end
@@ -221,12 +240,18 @@ end
 if capacity and meta[3] == 'drop_oldest' then
   call('XTRIM', stream, 'MAXLEN', capacity)
 end
-if call('EXISTS', KEYS[4]) == 1 then  -- a session has a queue limit here
+local reply = n == 1 and ids[1] or ids
+if meta[6] == '1' then  -- no session has a queue limit here
+  return reply
+end
+if call('EXISTS', KEYS[3]) == 0 then
+  call('HSET', KEYS[2], 'notrips', '1')  -- the next publishes need not look
+  return reply
+end
 --@include clock
 --@include queue_limits
-  local published = call('HINCRBY', KEYS[2], 'published', n)
-  check_trips({stream = stream, meta = KEYS[2], trips = KEYS[4], limits = KEYS[5],
-    overflowed = KEYS[6], moves = meta[5] or '0'}, published,
-    not string.find(shape, 'x', 1, true) and ids or nil)  -- a message id seen: an old id
-end
-return ids
+local published = call('HINCRBY', KEYS[2], 'published', n)
+check_trips({stream = stream, meta = KEYS[2], trips = KEYS[3], limits = KEYS[4],
+  overflowed = KEYS[5], moves = meta[5] or '0', tripped = true}, published,
+  not string.find(shape, 'x', 1, true) and ids or nil)  -- a message id seen: an old id
+return reply

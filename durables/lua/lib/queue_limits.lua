@@ -13,7 +13,8 @@
 -- '1', or 'a' for away by its own word, which is expanded too), followed, once
 -- a look has known it, by the group's position as that look left it:
 -- '|last-delivered-id|entries-read|ms|moves|seen' (see mirrored_queue).
--- q: {stream, meta, trips, limits, overflowed, moves (optional: see new_look)}
+-- q: {stream, meta, trips, limits, overflowed, moves (optional: see new_look), tripped
+-- (optional: true when the meta hash is known to have no 'notrips', see publish.lua)}
 
 -- A noted position is trusted if its group's consumers last interacted with it when they
 -- had before the look that noted it (within SEEN_SLACK_MS: their idle times are measured
@@ -288,6 +289,10 @@ local function check_queue(q, sid, published, live, look)
     away and 'a' or expanded and '1' or '0', position)
   if new ~= raw then
     redis.call('HSET', q.limits, sid, new)
+  end
+  if not q.tripped then  -- publish.lua skips the trip points while 'notrips' is set
+    redis.call('HDEL', q.meta, 'notrips')
+    q.tripped = true
   end
   redis.call('ZADD', q.trips, published + (limit - depth) + 1, sid)
   return depth, pending, limit
