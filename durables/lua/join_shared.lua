@@ -34,7 +34,8 @@ if redis.call('PEXPIRE', door, ttl_ms) == 0 or redis.call('LLEN', d.redo) > 0 th
   return 0
 end
 ack_ids(d.stream, d.group, KEYS[8], 4)
-if redis.call('HGET', d.waits, me) then  -- watching on (settle_shared.lua): rung already
+-- watching on (settle_shared.lua), or given events (lib/settle.lua): rung already
+if redis.call('HGET', d.waits, me) then
   return 1
 end
 redis.call('HSET', d.waits, me, DOORBELL)

@@ -45,6 +45,9 @@ local ttl_ms = tonumber(ARGV[3]) + 1000  -- as fetch_shared.lua's TAP_GRACE_MS
 
 reap(d, now_ms())  -- lapsed consumers' events and due rollbacks go back first in line
 local since = redis.call('HGET', d.waits, me)
+if since == GIVEN then
+  since = nil  -- dealt events by another's take: its door was rung, it reads them now
+end
 local watched = since and since ~= DOORBELL
 local settled = false
 if watched then
@@ -58,7 +61,7 @@ if watched then
 end
 if watched and not settled then
   local order, room, _, _, filters = rooms(d)
-  settle(d, order, room, filters, live_taps(d))
+  settle(d, order, room, filters, live_taps(d), door, me)
 end
 redis.call('HDEL', d.waits, me)
 local read = read_mark(d)
