@@ -174,6 +174,25 @@ def test_an_event_published_to_idle_consumers_costs_one_consumers_work(
     assert scripts / 24 < 3.6
 
 
+def test_handing_an_event_to_idle_consumers_moves_the_watchers_tap_on(
+    connect: Connect, server_url: str, namespace: str
+) -> None:
+    """The watcher's tap goes to the next watcher at each hand-over (renamed, its stream
+    and group kept): creating a tap (a stream and a group) and deleting another at every
+    event cost the server two commands and the allocations more."""
+    with connect(server_url, namespace=namespace, **{**FAST, "lease_timeout_s": 30.0}) as client:
+        channel = client.channel("orders")
+        redis = channel.ctx.executor.redis
+        if not isinstance(redis, Redis):
+            pytest.skip("the server's command counts are per node on a cluster")
+        with _three_waiting(channel, timeout=4.0) as got:
+            before = command_calls(redis, "xgroup|create")
+            _one_at_a_time(channel, got, 24)
+            created = command_calls(redis, "xgroup|create") - before
+    assert [name for name, _, _ in got] == ["a", "b", "c"] * 8
+    assert created <= 2
+
+
 def test_handing_an_event_to_idle_consumers_reads_no_other_groups_of_the_channel(
     connect: Connect, server_url: str, namespace: str
 ) -> None:

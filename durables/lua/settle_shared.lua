@@ -80,10 +80,9 @@ local again = open and watched and not settled and redis.call('LINDEX', d.ring, 
 if again then
   redis.call('HSET', d.waits, me, read)
   redis.call('XADD', door, 'MAXLEN', 1, '*', 'w', 1)  -- its next read of the door returns
-else
-  set_tap(d, tap, me, false, 0)  -- only watchers read the channel
 end
-watch(d, tap, door, me, ttl_ms, read)  -- nothing was dealt since read_mark(d)
+-- only watchers read the channel: the caller's tap goes to the next one (or closes)
+watch(d, tap, door, me, ttl_ms, read, not again and tap or nil)  -- nothing dealt since read
 -- Only a consumer dealt events by another's call can have them in its pending list
 -- unread: dealing closes its taps and door, which takes its waiter's mark too (no `since`).
 local redelivered = since and {} or redelivered_of(d.stream, d.group, d.counts, me)

@@ -127,11 +127,29 @@ local function read_mark(d)
   return redis.call('XPENDING', d.stream, d.group)[3] or '0-0'
 end
 
+-- Open `consumer`'s tap `key` for `ttl_ms`; `spare`: the caller's own tap, open and being
+-- closed, or nil. A spare is renamed into the new tap (its stream and group kept), which
+-- saves the server creating one tap and deleting another at every hand-over. True if the
+-- spare was used.
+local function open_tap(d, key, consumer, ttl_ms, spare)
+  if spare then
+    local moved = redis.pcall('RENAME', spare, key)
+    if type(moved) ~= 'table' or not moved.err then
+      redis.call('PEXPIRE', key, ttl_ms)
+      redis.call('HDEL', d.taps, spare)
+      redis.call('HSET', d.taps, key, consumer)
+      return true
+    end
+  end
+  set_tap(d, key, consumer, true, ttl_ms)
+  return false
+end
+
 -- Wake waiting members to watch, the first in the ring's order, until WATCHERS watch:
 -- open their tap and ring their door. `tap`, `door`, `me`: the caller's tap, door and id
 -- (the others' keys are found from them); `read`: their mark if the caller has it from
--- read_mark(d) already, else nil.
-local function watch(d, tap, door, me, ttl_ms, read)
+-- read_mark(d) already, else nil; `spare`: as open_tap's. True if the spare was used.
+local function wake_watchers(d, tap, door, me, ttl_ms, read, spare)
   local marks = redis.call('HGETALL', d.waits)
   local waiting, watching = {}, 0
   for i = 1, #marks, 2 do
@@ -145,9 +163,10 @@ local function watch(d, tap, door, me, ttl_ms, read)
     end
   end
   if watching >= WATCHERS or next(waiting) == nil then
-    return
+    return false
   end
   local since = read or read_mark(d)
+  local used = false
   for _, consumer in ipairs(redis.call('LRANGE', d.ring, 0, -1)) do
     if waiting[consumer] then
       -- its door rung (its read returns once this script ends), unless it is closed
@@ -156,13 +175,21 @@ local function watch(d, tap, door, me, ttl_ms, read)
       if not rung then  -- closed: it fetches through the dispatcher
         redis.call('HDEL', d.waits, consumer)
       else
-        set_tap(d, key_of(tap, me, consumer), consumer, true, ttl_ms)
+        used = open_tap(d, key_of(tap, me, consumer), consumer, ttl_ms, not used and spare) or used
         redis.call('HSET', d.waits, consumer, since)
         watching = watching + 1
         if watching >= WATCHERS then
-          return
+          return used
         end
       end
     end
+  end
+  return used
+end
+
+-- wake_watchers, and then the caller's `spare` tap (or nil) closed if no watcher took it.
+local function watch(d, tap, door, me, ttl_ms, read, spare)
+  if not wake_watchers(d, tap, door, me, ttl_ms, read, spare) and spare then
+    set_tap(d, spare, me, false, 0)
   end
 end
