@@ -148,9 +148,10 @@ end
 -- Wake waiting members to watch, the first in the ring's order, until WATCHERS watch:
 -- open their tap and ring their door. `tap`, `door`, `me`: the caller's tap, door and id
 -- (the others' keys are found from them); `read`: their mark if the caller has it from
--- read_mark(d) already, else nil; `spare`: as open_tap's. True if the spare was used.
-local function wake_watchers(d, tap, door, me, ttl_ms, read, spare)
-  local marks = redis.call('HGETALL', d.waits)
+-- read_mark(d) already, else nil; `spare`: as open_tap's; `marks`: the waits hash as
+-- HGETALL gives it, if the caller has it already, else nil. True if the spare was used.
+local function wake_watchers(d, tap, door, me, ttl_ms, read, spare, marks)
+  marks = marks or redis.call('HGETALL', d.waits)
   local waiting, watching = {}, 0
   for i = 1, #marks, 2 do
     if marks[i + 1] == DOORBELL then
@@ -188,8 +189,8 @@ local function wake_watchers(d, tap, door, me, ttl_ms, read, spare)
 end
 
 -- wake_watchers, and then the caller's `spare` tap (or nil) closed if no watcher took it.
-local function watch(d, tap, door, me, ttl_ms, read, spare)
-  if not wake_watchers(d, tap, door, me, ttl_ms, read, spare) and spare then
+local function watch(d, tap, door, me, ttl_ms, read, spare, marks)
+  if not wake_watchers(d, tap, door, me, ttl_ms, read, spare, marks) and spare then
     set_tap(d, spare, me, false, 0)
   end
 end
