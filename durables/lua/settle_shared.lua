@@ -54,9 +54,11 @@ if watched then
   -- watchers earlier in the ring took earlier events and settled them first: their reads
   -- were served first, and the server runs the rest of their pipelines first too
   local taken = redis.call('XPENDING', d.stream, d.group, '(' .. since, '+', 2, me)
-  if #taken == 1 and redis.call('LINDEX', d.ring, 0) == me then
-    redis.call('LMOVE', d.ring, d.ring, 'LEFT', 'RIGHT')  -- as if dealt to it
-    settled = true
+  if #taken == 1 then  -- turned past it, as if dealt to it, if it is the head (the usual)
+    settled = redis.call('LMOVE', d.ring, d.ring, 'LEFT', 'RIGHT') == me
+    if not settled then
+      redis.call('LMOVE', d.ring, d.ring, 'RIGHT', 'LEFT')  -- it was not: as it was
+    end
   end
 end
 if watched and not settled then
