@@ -100,6 +100,25 @@ def test_script_shas_are_the_sha1_of_the_spliced_source() -> None:
         assert scripts.sha(name) == hashlib.sha1(text.encode()).hexdigest()
 
 
+def test_scripts_leave_out_the_library_functions_they_never_call() -> None:
+    """Lua makes a closure for every `local function` at each call of a script: a waiting
+    shared consumer's scripts defined about forty library functions per event, most of
+    which they never call. What is left out is what nothing names; what is called stays."""
+    join, settle = scripts.source("join_shared"), scripts.source("settle_shared")
+    assert "local function pick(" not in join + settle  # the dispatcher's, never called
+    assert "local function rooms(" not in join and "local function rooms(" in settle
+    assert "local function watch(" in join and "local function set_tap(" in join
+    assert "local function pick(" in scripts.source("fetch_shared")
+    kept = scripts.unused_dropped(
+        "local function a()\n  return b()\nend\nlocal function b()\n  return 1\nend\n"
+        "local function c()\n  return a()\nend\n-- c() is named in a comment only\nreturn a()\n"
+    )
+    assert kept == (
+        "local function a()\n  return b()\nend\nlocal function b()\n  return 1\nend\n"
+        "-- c() is named in a comment only\nreturn a()\n"
+    )
+
+
 def test_every_key_of_a_channel_operation_shares_the_channel_hash_tag() -> None:
     ops: list[Op[Any]] = [
         channels.publish(K, Batch(), 0, "p.0", 1),

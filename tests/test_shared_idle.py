@@ -174,6 +174,25 @@ def test_an_event_published_to_idle_consumers_costs_one_consumers_work(
     assert scripts / 24 < 3.6
 
 
+def test_handing_an_event_to_idle_consumers_moves_the_watchers_tap_on(
+    connect: Connect, server_url: str, namespace: str
+) -> None:
+    """The watcher's tap goes to the next watcher at each hand-over (renamed, its stream
+    and group kept): creating a tap (a stream and a group) and deleting another at every
+    event cost the server two commands and the allocations more."""
+    with connect(server_url, namespace=namespace, **{**FAST, "lease_timeout_s": 30.0}) as client:
+        channel = client.channel("orders")
+        redis = channel.ctx.executor.redis
+        if not isinstance(redis, Redis):
+            pytest.skip("the server's command counts are per node on a cluster")
+        with _three_waiting(channel, timeout=4.0) as got:
+            before = command_calls(redis, "xgroup|create")
+            _one_at_a_time(channel, got, 24)
+            created = command_calls(redis, "xgroup|create") - before
+    assert [name for name, _, _ in got] == ["a", "b", "c"] * 8
+    assert created <= 2
+
+
 def test_handing_an_event_to_idle_consumers_reads_no_other_groups_of_the_channel(
     connect: Connect, server_url: str, namespace: str
 ) -> None:
@@ -305,3 +324,35 @@ def test_an_event_dealt_again_to_a_waiting_consumer_comes_flagged(
                 both = sorted([*got, *dealt], key=lambda e: e.id)
                 assert texts(both) == ["e1", "e2"] and got  # a was dealt one while waiting
                 assert [(e.redelivered, e.redelivery_count) for e in both] == [(True, 1)] * 2
+
+
+def test_a_member_given_an_event_while_busy_keeps_its_door(
+    server: RedisProcess, namespace: str, connect: Connect
+) -> None:
+    """The head of the ring does not wait when an event comes (it is busy): the member
+    watching takes it, and settling hands it to the head, whose door is rung, not closed.
+    Its next wait brings the event from its pending list at once, and its door is still
+    open after it: it waits on its own again, with no round through the dispatcher (a
+    script of about a million server instructions a call) between its waits."""
+    settings = {**FAST, "lease_timeout_s": 30.0, "block_s": 5.0, "socket_timeout_s": 10.0}
+    with connect(server.url, namespace=namespace, **settings) as client:
+        channel = client.channel("orders")
+        dur = channel.durable("work", kind="shared")
+        k = ChannelKeys(namespace, "orders")
+        with dur.consumer("a", prefetch=5) as a, dur.consumer("b", prefetch=5) as b:
+            assert a.fetch(timeout=0.3) == []  # its door opens; then it is busy elsewhere
+            got: list[durables.Event] = []
+            waiter = threading.Thread(target=lambda: got.extend(b.fetch(timeout=1.5)))
+            waiter.start()
+            time.sleep(0.2)  # b waits and watches: a, first in the ring, does not wait
+            channel.publish("e1")  # a's turn
+            time.sleep(0.1)
+            with server.client() as raw:
+                (member,) = [m for m in raw.zrange(k.alive("work"), 0, -1) if m[:2] == b"a#"]
+                door = k.door("work", member.decode())
+                rung = raw.exists(door)
+                assert texts(a.fetch(timeout=1)) == ["e1"]
+                kept = raw.exists(door)
+            waiter.join(timeout=5)
+    assert got == []
+    assert (rung, kept) == (1, 1)

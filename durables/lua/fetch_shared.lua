@@ -92,7 +92,7 @@ local serial = spec['kind'] == 'serial'
 local marked = false  -- some member waits (lib/settle.lua)
 if not serial then
   local settled
-  settled, marked = settle(d, order, room, filters, taps)  -- events watchers took
+  settled, marked = settle(d, order, room, filters, taps, KEYS[14], me)  -- events watchers took
   if settled then
     order, room, total, busy, filters, held = rooms(d)
   end

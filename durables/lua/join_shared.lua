@@ -34,9 +34,13 @@ if redis.call('PEXPIRE', door, ttl_ms) == 0 or redis.call('LLEN', d.redo) > 0 th
   return 0
 end
 ack_ids(d.stream, d.group, KEYS[8], 4)
-if redis.call('HGET', d.waits, me) then  -- watching on (settle_shared.lua): rung already
-  return 1
+local marks = redis.call('HGETALL', d.waits)  -- read once: its own, and the others' (watch)
+for i = 1, #marks, 2 do
+  if marks[i] == me then  -- watching on (settle_shared.lua), or given events (lib/settle.lua)
+    return 1  -- rung already
+  end
 end
 redis.call('HSET', d.waits, me, DOORBELL)
-watch(d, tap, door, me, ttl_ms)
+marks[#marks + 1], marks[#marks + 2] = me, DOORBELL
+watch(d, tap, door, me, ttl_ms, nil, nil, marks)
 return 1

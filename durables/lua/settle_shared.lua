@@ -45,20 +45,25 @@ local ttl_ms = tonumber(ARGV[3]) + 1000  -- as fetch_shared.lua's TAP_GRACE_MS
 
 reap(d, now_ms())  -- lapsed consumers' events and due rollbacks go back first in line
 local since = redis.call('HGET', d.waits, me)
+if since == GIVEN then
+  since = nil  -- dealt events by another's take: its door was rung, it reads them now
+end
 local watched = since and since ~= DOORBELL
 local settled = false
 if watched then
   -- watchers earlier in the ring took earlier events and settled them first: their reads
   -- were served first, and the server runs the rest of their pipelines first too
   local taken = redis.call('XPENDING', d.stream, d.group, '(' .. since, '+', 2, me)
-  if #taken == 1 and redis.call('LINDEX', d.ring, 0) == me then
-    redis.call('LMOVE', d.ring, d.ring, 'LEFT', 'RIGHT')  -- as if dealt to it
-    settled = true
+  if #taken == 1 then  -- turned past it, as if dealt to it, if it is the head (the usual)
+    settled = redis.call('LMOVE', d.ring, d.ring, 'LEFT', 'RIGHT') == me
+    if not settled then
+      redis.call('LMOVE', d.ring, d.ring, 'RIGHT', 'LEFT')  -- it was not: as it was
+    end
   end
 end
 if watched and not settled then
   local order, room, _, _, filters = rooms(d)
-  settle(d, order, room, filters, live_taps(d))
+  settle(d, order, room, filters, live_taps(d), door, me)
 end
 redis.call('HDEL', d.waits, me)
 local read = read_mark(d)
@@ -77,10 +82,9 @@ local again = open and watched and not settled and redis.call('LINDEX', d.ring, 
 if again then
   redis.call('HSET', d.waits, me, read)
   redis.call('XADD', door, 'MAXLEN', 1, '*', 'w', 1)  -- its next read of the door returns
-else
-  set_tap(d, tap, me, false, 0)  -- only watchers read the channel
 end
-watch(d, tap, door, me, ttl_ms, read)  -- nothing was dealt since read_mark(d)
+-- only watchers read the channel: the caller's tap goes to the next one (or closes)
+watch(d, tap, door, me, ttl_ms, read, not again and tap or nil)  -- nothing dealt since read
 -- Only a consumer dealt events by another's call can have them in its pending list
 -- unread: dealing closes its taps and door, which takes its waiter's mark too (no `since`).
 local redelivered = since and {} or redelivered_of(d.stream, d.group, d.counts, me)
