@@ -26,7 +26,7 @@ from .results import Rate, Row, Target, all_of, at_least
 from .scenario import Throughput
 from .workers import Step, batches, run_tasks, run_workers
 
-RAW_FLOOR = {"exclusive": 0.9, "shared": 0.8, "serial": 0.7}
+RAW_FLOOR = {"exclusive": 0.9, "shared": 0.9, "serial": 0.9}
 PEER_FLOOR = 2.0
 
 
