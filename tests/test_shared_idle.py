@@ -150,6 +150,25 @@ def test_waiting_consumers_leave_no_error_replies_in_reference_cycles(
     assert cyclic == []
 
 
+def _calls_while_handing_24_events(
+    connect: Connect, server_url: str, namespace: str, command: str
+) -> int:
+    """How often the server ran `command` while 24 events were published one at a time to
+    three idle consumers, dealt to them in turn (checked); leases long enough that no
+    heartbeat renews one meanwhile."""
+    with connect(server_url, namespace=namespace, **{**FAST, "lease_timeout_s": 30.0}) as client:
+        channel = client.channel("orders")
+        redis = channel.ctx.executor.redis
+        if not isinstance(redis, Redis):
+            pytest.skip("the server's command counts are per node on a cluster")
+        with _three_waiting(channel, timeout=4.0) as got:
+            before = command_calls(redis, command)
+            _one_at_a_time(channel, got, 24)
+            calls = command_calls(redis, command) - before
+    assert [name for name, _, _ in got] == ["a", "b", "c"] * 8
+    return calls
+
+
 def test_an_event_published_to_idle_consumers_costs_one_consumers_work(
     connect: Connect, server_url: str, namespace: str
 ) -> None:
@@ -160,16 +179,7 @@ def test_an_event_published_to_idle_consumers_costs_one_consumers_work(
     # one meanwhile, and waits long enough that none ends (a wait that ends without a
     # wake fetches through the dispatcher once). With the suite's 1 s leases and 0.3 s
     # waits the count grew with a slow run's length, not with the events.
-    with connect(server_url, namespace=namespace, **{**FAST, "lease_timeout_s": 30.0}) as client:
-        channel = client.channel("orders")
-        redis = channel.ctx.executor.redis
-        if not isinstance(redis, Redis):
-            pytest.skip("the server's command counts are per node on a cluster")
-        with _three_waiting(channel, timeout=4.0) as got:
-            before = command_calls(redis, "evalsha")
-            _one_at_a_time(channel, got, 24)
-            scripts = command_calls(redis, "evalsha") - before
-    assert [name for name, _, _ in got] == ["a", "b", "c"] * 8
+    scripts = _calls_while_handing_24_events(connect, server_url, namespace, "evalsha")
     # each event: its publish, the taker's settling and its joining the waiters again
     assert scripts / 24 < 3.6
 
@@ -180,16 +190,7 @@ def test_handing_an_event_to_idle_consumers_moves_the_watchers_tap_on(
     """The watcher's tap goes to the next watcher at each hand-over (renamed, its stream
     and group kept): creating a tap (a stream and a group) and deleting another at every
     event cost the server two commands and the allocations more."""
-    with connect(server_url, namespace=namespace, **{**FAST, "lease_timeout_s": 30.0}) as client:
-        channel = client.channel("orders")
-        redis = channel.ctx.executor.redis
-        if not isinstance(redis, Redis):
-            pytest.skip("the server's command counts are per node on a cluster")
-        with _three_waiting(channel, timeout=4.0) as got:
-            before = command_calls(redis, "xgroup|create")
-            _one_at_a_time(channel, got, 24)
-            created = command_calls(redis, "xgroup|create") - before
-    assert [name for name, _, _ in got] == ["a", "b", "c"] * 8
+    created = _calls_while_handing_24_events(connect, server_url, namespace, "xgroup|create")
     assert created <= 2
 
 
