@@ -249,6 +249,7 @@ if call('EXISTS', KEYS[3]) == 0 then
   return reply
 end
 --@include clock
+--@include groups
 --@include queue_limits
 local published = call('HINCRBY', KEYS[2], 'published', n)
 check_trips({stream = stream, meta = KEYS[2], trips = KEYS[3], limits = KEYS[4],

@@ -16,6 +16,7 @@
 --          dropped since last asked, 'closed' if an overflow closed it}.
 -- Errors   none of its own.
 --@include clock
+--@include groups
 --@include queue_limits
 local q = {stream = KEYS[1], meta = KEYS[2], trips = KEYS[3], limits = KEYS[4],
   overflowed = KEYS[5]}

@@ -12,6 +12,7 @@
 -- Returns  how many events were acknowledged: planned ones and pending ones.
 -- Errors   NOGROUP.
 --@include ids
+--@include groups
 local stream, group, upto, planned = KEYS[1], ARGV[1], ARGV[2], KEYS[4]
 local acked = 0
 local counted, kept = redis.call('EXISTS', KEYS[2]) == 1, redis.call('EXISTS', KEYS[3]) == 1
@@ -33,16 +34,8 @@ repeat
   end
 until #pending < 1000
 
-local position = nil
-for _, info in ipairs(redis.call('XINFO', 'GROUPS', stream)) do
-  local fields = {}
-  for i = 1, #info, 2 do
-    fields[info[i]] = info[i + 1]
-  end
-  if fields['name'] == group then
-    position = fields['last-delivered-id']
-  end
-end
+local found = all_groups(stream)[group]
+local position = found and group_info(found)['last-delivered-id']
 if not position then
   return redis.error_reply('NOGROUP the durable has no consumer group')
 end

@@ -18,6 +18,7 @@
 -- Returns  {1 appended or 0 skipped, events appended, the sink's last batch id}.
 -- Errors   NOCHANNEL, FULL <capacity>, STAGELOST (a staging list expired or vanished).
 --@include clock
+--@include groups
 --@include queue_limits
 local meta = redis.call('HMGET', KEYS[2], 'created_ms', 'capacity', 'full', 'keyed')
 if not meta[1] then

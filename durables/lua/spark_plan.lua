@@ -21,6 +21,7 @@
 --          been handed out before}.
 -- Errors   NODURABLE, NOGROUP, INUSE <holder>.
 --@include ids
+--@include groups
 local stream, group, token, planned = KEYS[1], ARGV[1], ARGV[2], KEYS[5]
 if redis.call('HEXISTS', KEYS[2], group) == 0 then
   return redis.error_reply('NODURABLE the durable does not exist')
@@ -40,29 +41,14 @@ else
   end
 end
 
-local position, read = nil, -1
-for _, info in ipairs(redis.call('XINFO', 'GROUPS', stream)) do
-  local fields = {}
-  for i = 1, #info, 2 do
-    fields[info[i]] = info[i + 1]
-  end
-  if fields['name'] == group then
-    position, read = fields['last-delivered-id'], tonumber(fields['entries-read'])
-    if not read and tonumber(fields['lag']) then
-      -- a group made at the start shows no count of entries read, but a lag: the count
-      local flat = redis.call('XINFO', 'STREAM', stream)
-      for i = 1, #flat, 2 do
-        if flat[i] == 'entries-added' then
-          read = flat[i + 1] - tonumber(fields['lag'])
-        end
-      end
-    end
-    read = read or -1
-  end
-end
+local found = all_groups(stream)[group]
+local fields = found and group_info(found) or {}
+local position, lag = fields['last-delivered-id'], tonumber(fields['lag'])
 if not position then
   return redis.error_reply('NOGROUP the durable has no consumer group')
 end
+-- a group made at the start shows no count of entries read, but a lag: the count
+local read = (lag and read_counter(stream, fields, lag)) or tonumber(fields['entries-read']) or -1
 
 local start, want, bound = ARGV[4], tonumber(ARGV[5]), ARGV[6]
 -- batches up to the position were committed (or consumed since); those past `start` are

@@ -1,5 +1,5 @@
--- Library (`--@include queue_limits`, after `clock`): the queue limits of durable client
--- sessions on one channel (seed 002). A session's queue on the channel is its group's
+-- Library (`--@include queue_limits`, after `clock` and `groups`): the queue limits of
+-- durable client sessions on one channel (seed 002). A session's queue on the channel is its group's
 -- unread events plus its pending ones. Its limit is `max` while it
 -- is live; while away (its consumer idle longer than its lease) it is `dmax` when that is
 -- larger, and after it is back the larger limit stays until the queue has drained to 80 %
@@ -56,56 +56,6 @@ end
 local function last_seen(consumers)
   local idle = least_idle(consumers)
   return idle and now_ms() - idle or 0
-end
-
--- Every group of the stream: name -> its XINFO GROUPS reply, fields and values in turn
--- (one call, whatever the number of sessions looked at). Only the groups looked at are
--- made into tables (group_info): a channel may have thousands.
-local function all_groups(stream)
-  local found = {}
-  for _, g in ipairs(redis.call('XINFO', 'GROUPS', stream)) do
-    for i = 1, #g, 2 do
-      if g[i] == 'name' then  -- the first field
-        found[g[i + 1]] = g
-        break
-      end
-    end
-  end
-  return found
-end
-
--- One group's XINFO GROUPS fields: field -> value.
-local function group_info(flat)
-  local info = {}
-  for i = 1, #flat, 2 do
-    info[flat[i]] = flat[i + 1]
-  end
-  return info
-end
-
--- The stream's count of entries ever added.
-local function entries_added(stream)
-  local flat = redis.call('XINFO', 'STREAM', stream)
-  for i = 1, #flat, 2 do
-    if flat[i] == 'entries-added' then
-      return flat[i + 1]
-    end
-  end
-end
-
--- A group's read counter (`entries-read`), as XINFO GROUPS gave it, or worked out from the
--- stream's count of entries added and the group's `lag`: a group made at '$' has none
--- until it reads. Nil if it cannot be known.
-local function read_counter(stream, info, lag)
-  local read = info['entries-read']
-  if type(read) == 'number' then
-    return read
-  end
-  local added = entries_added(stream)
-  if type(added) == 'number' and added >= lag then
-    return added - lag
-  end
-  return nil
 end
 
 -- (queue depth, pending, its XINFO GROUPS fields with a known 'lag') of a session's group,
