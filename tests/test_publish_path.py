@@ -6,7 +6,6 @@ same, and nothing may be stored twice or lost on the way."""
 from __future__ import annotations
 
 import threading
-import time
 from typing import Any
 
 import pytest
@@ -14,6 +13,7 @@ import pytest
 import durables
 
 from .conftest import FAST
+from .test_queue_limits import closes
 
 pytestmark = pytest.mark.both_clients  # the publisher: the session's client is a sync one
 
@@ -28,13 +28,6 @@ class Held:
     def on_event(self, event: durables.Event) -> None:
         self.arrived.release()
         self.release.wait(timeout=10)
-
-
-def closes(session: durables.Session, within_s: float = 10) -> bool:
-    deadline = time.monotonic() + within_s
-    while session.state != "closed" and time.monotonic() < deadline:
-        time.sleep(0.05)
-    return session.state == "closed"
 
 
 def test_a_limit_set_by_another_client_holds_for_a_publisher_that_named_no_trip_points(
