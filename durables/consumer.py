@@ -13,7 +13,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Protocol
 
 from .errors import ConsumerClosedError
-from .reading import Fetching, FetchReader
+from .fetching import Fetching, FetchReader
 
 if TYPE_CHECKING:
     from .events import Event
@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 
 class Reader(FetchReader, Protocol):
     """The server side of one attached consumer of one durable kind; the fetch loop's part
-    (`lock`, `reading`, `committing`) is `reading.FetchReader`."""
+    (`lock`, `reading`, `committing`) is `fetching.FetchReader`."""
 
     stops_on_error: bool
     """An asynchronous listener's failure ends the subscription (exclusive: nothing past a

@@ -35,7 +35,8 @@ LAYERS: dict[str, int] = {
     "aio.transport": 3, "aio.direct": 3, "aio.cluster": 3, "aio.executor": 3, "aio.runtime": 3,
     "aio.context": 3,
     # 4: readers and stores over a context
-    "reading": 4, "exclusive": 4, "shared": 4, "consumer": 4, "subscription": 4, "retention": 4,
+    "reading": 4, "fetching": 4, "exclusive": 4, "shared": 4, "consumer": 4, "subscription": 4,
+    "retention": 4,
     "publishing": 4, "dead_letters": 4, "session_store": 4, "session_delivery": 4,
     "session_core": 4, "aio.readers": 4, "aio.consumer": 4,
     # 5: the public objects

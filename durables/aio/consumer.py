@@ -18,7 +18,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ConsumerClosedError, DurablesError
-from ..reading import Fetching
+from ..fetching import Fetching
 
 if TYPE_CHECKING:
     from ..events import Event

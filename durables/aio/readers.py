@@ -11,7 +11,8 @@ from collections.abc import Callable, Sequence
 from contextlib import nullcontext
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ..reading import ExclusiveLoop, FetchReader, SharedLoop
+from ..fetching import FetchReader
+from ..reading import ExclusiveLoop, SharedLoop
 
 if TYPE_CHECKING:
     from ..events import Event
@@ -24,7 +25,7 @@ if TYPE_CHECKING:
 
 class AsyncReader(FetchReader, Protocol):
     """The server side of one attached asyncio consumer (see `durables.consumer.Reader`);
-    the fetch loop's part (`lock`, `reading`, `committing`) is `reading.FetchReader`."""
+    the fetch loop's part (`lock`, `reading`, `committing`) is `fetching.FetchReader`."""
 
     stops_on_error: bool
     notices: list[str]
