@@ -34,10 +34,11 @@ from redis.connection import Connection
 
 import durables
 
-from .consume import RawConsumer, consumers, durables_step
+from .consume import RawConsumer, consumers, durables_step, fill_channel, fill_raw
 from .env import RAW_STREAM
 from .servers import ValkeyServer
 from .sessions import NEAR, SESSIONS
+from .workers import run_workers
 
 NAMESPACE = "budget"
 BATCH = 100
@@ -272,6 +273,47 @@ def consume_raw(bench: Bench, n: int) -> Generator[Step, None, None]:
     yield step
 
 
+DRAIN_CONSUMERS: dict[durables.Kind, int] = {"shared": 4, "serial": 2}
+"""Consumers of the drain paths: as many as the benchmark's consume scenarios have."""
+
+
+def _drain(kind: durables.Kind) -> PathMaker:
+    """`durables bench`'s consume scenario itself: its consumers, each on a thread of its
+    own, drain a channel filled with its events. Unlike `_consume`'s one consumer, this
+    shows which side fills first when they share the client's one interpreter."""
+
+    def path(bench: Bench, n: int) -> Generator[Step, None, None]:
+        with _client(bench) as client:
+            ch = client.channel("consume")
+            dur = ch.durable("work", kind=kind)
+            fill_channel(ch, n)
+            with consumers(dur, DRAIN_CONSUMERS[kind]) as opened:
+                steps = [durables_step(c) for c in opened]
+                yield lambda: run_workers(steps, n)
+
+    return path
+
+
+def _drain_raw(kind: durables.Kind) -> PathMaker:
+    def path(bench: Bench, n: int) -> Generator[Step, None, None]:
+        clients = [redis.Redis.from_url(bench.url) for _ in range(DRAIN_CONSUMERS[kind])]
+        try:
+            readers = [RawConsumer(c, f"w{i}") for i, c in enumerate(clients)]
+            readers[0].create_group()
+            fill_raw(clients[0], n)
+
+            def finish() -> None:
+                for reader in readers:
+                    reader.finish()
+
+            yield lambda: run_workers([r.step for r in readers], n, finish)
+        finally:
+            for c in clients:
+                c.close()
+
+    return path
+
+
 HANDOFF_CONSUMERS: dict[durables.Kind, int] = {"exclusive": 1, "shared": 4, "serial": 2}
 """Consumers of the hand-off paths: as many as the benchmark's latency scenarios have."""
 HANDOFF_WAIT_S = 5.0
@@ -387,6 +429,8 @@ PATHS: dict[str, tuple[PathMaker, PathMaker]] = {
     "consume_exclusive": (_consume("exclusive"), consume_raw),
     "consume_shared": (_consume("shared"), consume_raw),
     "consume_serial": (_consume("serial"), consume_raw),
+    "drain_shared": (_drain("shared"), _drain_raw("shared")),
+    "drain_serial": (_drain("serial"), _drain_raw("serial")),
     "session_replay": (session_replay, consume_raw),
     "handoff_exclusive": (_handoff("exclusive"), _handoff_raw("exclusive")),
     "handoff_shared": (_handoff("shared"), _handoff_raw("shared")),
