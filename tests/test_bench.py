@@ -13,11 +13,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import redis
 from rich.console import Console
 
-from durables.bench import budget, main
+from durables.bench import budget, main, read_ahead
 from durables.bench.cli import run
-from durables.bench.env import Env
+from durables.bench.env import RAW_STREAM, Env
 from durables.bench.memory import CEILING as MEMORY_CEILING
 from durables.bench.registry import SCENARIOS, select
 from durables.bench.results import Rate, Unsupported
@@ -268,3 +269,22 @@ def test_the_budget_gives_every_path_for_both_variants_with_positive_costs() -> 
             assert by[path, variant].round_trips >= 1.99, by[path, variant]
     rows = budget.table(budgets).splitlines()
     assert len(rows) == 2 + len(budgets) and rows[2].startswith("| publish_single | durables |")
+
+
+def test_the_read_ahead_probe_reads_every_event_once_with_two_reads_in_flight(
+    tmp_path: Path,
+) -> None:
+    with ValkeyServer(tmp_path) as server:
+        r = redis.Redis.from_url(ValkeyServer.url.fget(server))  # type: ignore[attr-defined]
+        try:
+            read_ahead._fill(r, 1000)
+            assert read_ahead.reading_ahead(r, 1000) > 0
+            (group,) = r.xinfo_groups(RAW_STREAM)
+            assert (group["entries-read"], group["lag"], group["pending"]) == (1000, 0, 0)
+        finally:
+            r.close()
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert read_ahead.main(["--events", "1000", "--rounds", "2"]) == 0
+    rows = out.getvalue().splitlines()
+    assert len(rows) == 4 and all(float(x.replace(",", "")) > 0 for x in rows[3].split("|")[1:-1])
