@@ -88,6 +88,8 @@ def reading_ahead(r: redis.Redis, events: int) -> float:
             in_flight.append(send(acks))  # before this batch is handled
             acks = [entry[0] for entry in batch]
             got += len(batch)
+            if not batch:  # the channel was filled first: nothing more will come
+                break
         for replies in in_flight:
             acks += [entry[0] for entry in entries(replies)]
         if acks:
