@@ -288,3 +288,22 @@ def test_the_read_ahead_probe_reads_every_event_once_with_two_reads_in_flight(
         assert read_ahead.main(["--events", "1000", "--rounds", "2"]) == 0
     rows = out.getvalue().splitlines()
     assert len(rows) == 4 and all(float(x.replace(",", "")) > 0 for x in rows[3].split("|")[1:-1])
+
+
+@pytest.mark.parametrize(
+    ("tool", "args", "says"),
+    [
+        (budget.main, ["--only", "nothing_like_this"], "invalid choice: 'nothing_like_this'"),
+        (budget.main, ["--events", "0"], "at least 1, got '0'"),
+        (read_ahead.main, ["--rounds", "x"], "at least 1, got 'x'"),
+        (read_ahead.main, ["--events", "-5"], "at least 1, got '-5'"),
+    ],
+)
+def test_the_measuring_tools_refuse_bad_arguments_in_one_line(
+    tool: Any, args: list[str], says: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        tool(args)
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert says in err and "Traceback" not in err

@@ -35,7 +35,7 @@ from redis.connection import Connection
 import durables
 
 from .consume import RawConsumer, consumers, durables_step, fill_channel, fill_raw
-from .env import RAW_STREAM
+from .env import RAW_STREAM, at_least_one
 from .servers import ValkeyServer
 from .sessions import NEAR, SESSIONS
 from .workers import run_workers
@@ -474,8 +474,14 @@ def table(budgets: list[Budget]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m durables.bench.budget", description=__doc__)
-    parser.add_argument("--events", type=int, default=50_000)
-    parser.add_argument("--only", action="append")
+    parser.add_argument("--events", type=at_least_one, default=50_000)
+    parser.add_argument(
+        "--only",
+        action="append",
+        choices=list(PATHS),
+        metavar="PATH",
+        help=f"one of: {', '.join(PATHS)} (repeatable)",
+    )
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     budgets = run(args.events, args.only)

@@ -8,6 +8,7 @@ ceiling); the peer sends the payload with the properties as NATS headers.
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import dataclasses
 import functools
@@ -41,6 +42,17 @@ RAW_GROUP = "work"
 PREFETCH = 100
 """Events per read for every variant: durables' default `read_batch`, the raw COUNT, the
 prefetch of shared and serial consumers, and the peer's fetch batch."""
+
+
+def at_least_one(text: str) -> int:
+    """An argparse type for a count of events or rounds: a whole number, 1 or more."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number of at least 1, got {text!r}")
+    return value
 
 
 def xadd_batches(r: redis.Redis, sizes: list[int]) -> int:

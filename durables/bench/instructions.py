@@ -27,6 +27,7 @@ from pathlib import Path
 import redis
 
 from . import budget
+from .env import at_least_one
 from .servers import ValkeyServer
 
 
@@ -125,8 +126,14 @@ def table(counts: list[Count]) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m durables.bench.instructions",
                                      description=__doc__)  # fmt: skip
-    parser.add_argument("--events", type=int, default=2000)
-    parser.add_argument("--only", action="append")
+    parser.add_argument("--events", type=at_least_one, default=2000)
+    parser.add_argument(
+        "--only",
+        action="append",
+        choices=list(budget.PATHS),
+        metavar="PATH",
+        help=f"one of: {', '.join(budget.PATHS)} (repeatable)",
+    )
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     try:

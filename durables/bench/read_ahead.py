@@ -24,7 +24,7 @@ from typing import Any
 import redis
 
 from .consume import RawConsumer, fill_raw
-from .env import RAW_GROUP, RAW_STREAM
+from .env import RAW_GROUP, RAW_STREAM, at_least_one
 from .servers import ValkeyServer
 from .workers import run_workers
 
@@ -121,8 +121,8 @@ def run(events: int, rounds: int) -> list[tuple[float, float, float]]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m durables.bench.read_ahead",
                                      description=__doc__)  # fmt: skip
-    parser.add_argument("--events", type=int, default=60_000)
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--events", type=at_least_one, default=60_000)
+    parser.add_argument("--rounds", type=at_least_one, default=3)
     args = parser.parse_args(argv)
     print("| one reader | one reader, two reads in flight | two readers |\n|---|---|---|")
     for one, ahead, two in run(args.events, args.rounds):
