@@ -34,7 +34,15 @@ from redis.connection import Connection
 
 import durables
 
-from .consume import RawConsumer, consumers, durables_step, fill_channel, fill_raw
+from .consume import (
+    RawConsumer,
+    consumers,
+    drain_raw,
+    durables_step,
+    fill_channel,
+    fill_raw,
+    raw_readers,
+)
 from .env import RAW_STREAM, at_least_one
 from .servers import ValkeyServer
 from .sessions import NEAR, SESSIONS
@@ -296,20 +304,10 @@ def _drain(kind: durables.Kind) -> PathMaker:
 
 def _drain_raw(kind: durables.Kind) -> PathMaker:
     def path(bench: Bench, n: int) -> Generator[Step, None, None]:
-        clients = [redis.Redis.from_url(bench.url) for _ in range(DRAIN_CONSUMERS[kind])]
-        try:
-            readers = [RawConsumer(c, f"w{i}") for i, c in enumerate(clients)]
+        with raw_readers(lambda: redis.Redis.from_url(bench.url), DRAIN_CONSUMERS[kind]) as readers:
             readers[0].create_group()
-            fill_raw(clients[0], n)
-
-            def finish() -> None:
-                for reader in readers:
-                    reader.finish()
-
-            yield lambda: run_workers([r.step for r in readers], n, finish)
-        finally:
-            for c in clients:
-                c.close()
+            fill_raw(readers[0].r, n)
+            yield lambda: drain_raw(readers, n)
 
     return path
 

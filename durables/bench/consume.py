@@ -13,7 +13,7 @@ consumers, each in its own thread (asyncio tasks for the peer), reading
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 
 import redis
@@ -86,6 +86,28 @@ class RawConsumer:
 
 
 @contextmanager
+def raw_readers(connect: Callable[[], redis.Redis], count: int) -> Iterator[list[RawConsumer]]:
+    """`count` plain readers (`w0`, `w1`, ...), each on a client of its own, closed on leaving."""
+    clients = [connect() for _ in range(count)]
+    try:
+        yield [RawConsumer(r, f"w{i}") for i, r in enumerate(clients)]
+    finally:
+        for r in clients:
+            r.close()
+
+
+def drain_raw(readers: Sequence[RawConsumer], target: int) -> Rate:
+    """The readers, each on a thread, until `target` events are read; their last
+    acknowledgements count in the timed window."""
+
+    def finish() -> None:
+        for reader in readers:
+            reader.finish()
+
+    return run_workers([reader.step for reader in readers], target, finish)
+
+
+@contextmanager
 def consumers(durable: durables.Durable, count: int) -> Iterator[list[durables.Consumer]]:
     """`count` auto-ack consumers (prefetch on shared and serial), closed on leaving."""
     prefetch = None if durable.kind == "exclusive" else PREFETCH
@@ -123,22 +145,12 @@ class Consume(Throughput):
                 return meter.rate(rate.events, rate.seconds)
 
     def raw(self, env: Env) -> Rate:
-        clients = [env.redis() for _ in range(self.consumers)]
-        try:
-            readers = [RawConsumer(r, f"w{i}") for i, r in enumerate(clients)]
+        with raw_readers(env.redis, self.consumers) as readers:
             readers[0].create_group()
-            fill_raw(clients[0], self.count(env))
-
-            def finish() -> None:
-                for reader in readers:
-                    reader.finish()
-
+            fill_raw(readers[0].r, self.count(env))
             meter = env.meter("raw")
-            rate = run_workers([r.step for r in readers], self.count(env), finish)
+            rate = drain_raw(readers, self.count(env))
             return meter.rate(rate.events, rate.seconds)
-        finally:
-            for r in clients:
-                r.close()
 
     async def peer(self, env: Env, url: str) -> Rate:
         async with jetstream(url) as (nc, js):

@@ -23,10 +23,9 @@ from typing import Any
 
 import redis
 
-from .consume import RawConsumer, fill_raw
+from .consume import RawConsumer, drain_raw, fill_raw, raw_readers
 from .env import RAW_GROUP, RAW_STREAM, at_least_one
 from .servers import ValkeyServer
-from .workers import run_workers
 
 IN_FLIGHT = 2
 BATCH = 50
@@ -41,23 +40,12 @@ def _fill(r: redis.Redis, events: int) -> None:
 
 def one_reader(r: redis.Redis, events: int) -> float:
     """Events/s of one reader that sends its next read (with the acks) after each reply."""
-    reader = RawConsumer(r, "w0")
-    return run_workers([reader.step], events, reader.finish).per_s
+    return drain_raw([RawConsumer(r, "w0")], events).per_s
 
 
 def two_readers(url: str, events: int) -> float:
-    clients = [redis.Redis.from_url(url) for _ in range(2)]
-    try:
-        readers = [RawConsumer(c, f"w{i}") for i, c in enumerate(clients)]
-
-        def finish() -> None:
-            for reader in readers:
-                reader.finish()
-
-        return run_workers([x.step for x in readers], events, finish).per_s
-    finally:
-        for c in clients:
-            c.close()
+    with raw_readers(lambda: redis.Redis.from_url(url), 2) as readers:
+        return drain_raw(readers, events).per_s
 
 
 def reading_ahead(r: redis.Redis, events: int) -> float:
