@@ -28,11 +28,13 @@ from .errors import (
     ReplicationError,
     SelectorError,
     ServerError,
+    ServerFullError,
     ServerVersionError,
     SessionExpiredError,
     SessionInUseError,
     StalePublishError,
     UnconnectedError,
+    UnsafeServerError,
 )
 from .events import Event, Message
 from .records import HousekeepReport, Nack, SessionInfo
@@ -86,9 +88,11 @@ __all__ = [
     "ReplicationError",
     "SelectorError",
     "ServerError",
+    "ServerFullError",
     "ServerVersionError",
     "SessionExpiredError",
     "SessionInUseError",
     "StalePublishError",
     "UnconnectedError",
+    "UnsafeServerError",
 ]

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from . import names
 from .durable import Durable, DurableCore, creating, load_durable, loading
-from .errors import ChannelNotFound, ConfigError, PayloadError
+from .errors import AccessDeniedError, ChannelNotFound, ConfigError, DurablesError, PayloadError
 from .events import Batch, Encoded, Message, Properties, ack_op, check_key, encode_event, tombstone
 from .ids import LAST_ID, normal
 from .ops import channels as ops
@@ -246,9 +247,23 @@ def channel_options(
 
 
 def opening(ctx: BaseContext, name: str, options: dict[str, int | str] | None) -> Flow[None]:
-    """Create the channel if needed; options given are stored, options left out keep theirs."""
+    """Create the channel if needed; options given are stored, options left out keep theirs.
+
+    An existing channel opened without options is only read, so it opens on a server at
+    its maxmemory (consumers must reach a backlog to drain it). Creation is all or nothing:
+    a command the server's ACL refuses leaves no part of a new channel behind."""
     names.channel_name(name)
-    yield from send(ops.ensure(ctx.keys(name), options or {}, int(time.time() * 1000)))
+    k = ctx.keys(name)
+    existed = yield from run(ops.exists(k))
+    if existed and not options:
+        return
+    try:
+        yield from send(ops.ensure(k, options or {}, int(time.time() * 1000)))
+    except AccessDeniedError:
+        if not existed:
+            with contextlib.suppress(DurablesError):
+                yield from send(ops.unmade(k))
+        raise
 
 
 def finding(ctx: BaseContext, name: str) -> Flow[None]:

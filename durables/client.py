@@ -28,6 +28,7 @@ from .records import ChannelInfo, FullPolicy, HousekeepReport, SessionRecord
 from .retention import tidy_channel
 from .runtime import AckFlusher, Housekeeper, Runtime
 from .server import EmbeddedServer
+from .server_health import ServerHealth, ServerWatch, check, parse_health
 from .session import Overflow, Session
 from .settings import Settings, checked_settings, load_settings
 from .transport import Transport, transport_for
@@ -38,19 +39,43 @@ HEARTBEAT_TIMEOUT_FRACTION = 0.25
 for the next beat (a third of the lease) to try again."""
 
 
-def first_contact(transport: Transport, connect_timeout_s: float) -> dict[str, object]:
-    """The server's INFO, asked on a connection whose every timeout (a TLS handshake's too)
-    is `connect_timeout_s`; what fails is said plainly (`contact.contact_error`)."""
+def first_contact(
+    transport: Transport, connect_timeout_s: float
+) -> tuple[dict[str, object], list[ServerHealth]]:
+    """The server's INFO, and how each primary keeps what it confirms (every primary of a
+    cluster), asked on a connection whose every timeout (a TLS handshake's too) is
+    `connect_timeout_s`; what fails is said plainly (`contact.contact_error`)."""
     server = transport.connect(connect_timeout_s, connect_timeout_s)
     op = server_ops.info("")
     try:  # sent by hand: an executor would log a lost connection at a wrong password
         if isinstance(server, cluster.RedisCluster):
-            return op.parse(cluster.send(server, op.args))
-        return op.parse(server.execute_command(*op.args))  # type: ignore[no-untyped-call]
+            info = op.parse(cluster.send(server, op.args))
+            healths = [_health(node, op, node_name(node)) for node in cluster.primaries(server)]
+            return info, healths
+        info = op.parse(server.execute_command(*op.args))  # type: ignore[no-untyped-call]
+        return info, [parse_health(info, _save(server))]
     except RedisError as exc:
         raise contact_error(exc, transport.url, connect_timeout_s) from exc
     finally:
         server.close()
+
+
+def _health(node: Any, op: Any, where: str) -> ServerHealth:
+    info = op.parse(node.execute_command(*op.args))
+    return parse_health(info, _save(node), where)
+
+
+def _save(node: Any) -> str | None:
+    """`CONFIG GET save`, or None where the user may not ask (a managed service)."""
+    try:
+        return server_ops.save_setting(node.execute_command("CONFIG", "GET", "save"))
+    except RedisError:
+        return None
+
+
+def node_name(node: Any) -> str:
+    kwargs = node.connection_pool.connection_kwargs
+    return f"cluster node {kwargs.get('host')}:{kwargs.get('port')}"
 
 
 def connect(url: str | None = None, **settings: object) -> Client:
@@ -72,8 +97,12 @@ class Client:
         tls = tls_options(parse_url(self.url), settings.tls_ca_file, settings.tls_cert_file,
                           settings.tls_key_file)  # fmt: skip
         self.transport = transport_for(self.url, tls)
-        info = first_contact(self.transport, settings.connect_timeout_s)
+        info, healths = first_contact(self.transport, settings.connect_timeout_s)
         self.server_version = server_ops.check_version(info)
+        watch = ServerWatch(settings.allow_eviction, settings.server_check_interval_s)
+        for health in healths:
+            check(health, settings.allow_eviction)
+            watch.observe(health, quiet=True)
         beat_timeout = max(0.05, settings.lease_timeout_s * HEARTBEAT_TIMEOUT_FRACTION)
         quick = min(beat_timeout, settings.connect_timeout_s)
         executor = Executor(
@@ -90,6 +119,7 @@ class Client:
             Executor(self.transport.connect(beat_timeout, quick), reports=False),
             int(settings.lease_timeout_s * 1000),
             on_failure=self._heartbeat_failed,
+            watch=watch,
         )
         housekeeper = Housekeeper(self._trim, settings.housekeep_interval_s)
         acks = AckFlusher(settings.ack_flush_interval_s)
@@ -101,6 +131,19 @@ class Client:
         (a black-holed socket would hold a call for the whole socket timeout)."""
         if self.ctx.executor.state == "connected":
             self.ctx.executor.interrupt()
+
+    @property
+    def server_health(self) -> list[ServerHealth]:
+        """How the server keeps what it confirms (eviction policy, maxmemory, persistence),
+        by node, as read at connect and again every `server_check_interval_s`."""
+        watch = self.ctx.runtime.heartbeat.watch
+        return [] if watch is None else list(watch.healths.values())
+
+    @property
+    def server_problems(self) -> list[str]:
+        """What the last readings of the server found unsafe (logged once each)."""
+        watch = self.ctx.runtime.heartbeat.watch
+        return [] if watch is None else watch.problems
 
     @property
     def state(self) -> str:

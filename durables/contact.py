@@ -9,11 +9,17 @@ person can act on, with the URL shown without its password. Pure: no I/O.
 from __future__ import annotations
 
 from redis.exceptions import AuthenticationError as RedisAuthenticationError
-from redis.exceptions import InvalidResponse, RedisError, ResponseError
+from redis.exceptions import InvalidResponse, NoPermissionError, RedisError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.sentinel import MasterNotFoundError
 
-from .errors import AuthenticationError, ConfigError, ConnectionLostError, DurablesError
+from .errors import (
+    AccessDeniedError,
+    AuthenticationError,
+    ConfigError,
+    ConnectionLostError,
+    DurablesError,
+)
 from .urls import ServerUrl
 
 _AUTH_REPLIES = ("NOAUTH", "WRONGPASS", "HELLO must be called with the client already auth")
@@ -30,6 +36,12 @@ def contact_error(exc: RedisError, url: ServerUrl, connect_timeout_s: float) -> 
             return AuthenticationError(f"{where}: the server refused the password: {said}")
         return AuthenticationError(f"{where}: the server needs a password and the URL gives "
                                    "none (redis://[user]:PASSWORD@host:port)")  # fmt: skip
+    if isinstance(exc, NoPermissionError):  # reached, and refused: not "cannot reach"
+        return AccessDeniedError(
+            f"{where}: the server's ACL refused INFO, which durables reads at connect (the "
+            f"version, eviction policy and persistence): add `+info` to the user ({said})",
+            "info",
+        )
     if isinstance(exc, MasterNotFoundError):
         sentinels = ",".join(f"{host}:{port}" for host, port in url.hosts)
         return ConnectionLostError(

@@ -376,6 +376,11 @@ class Durable(DurableCore):
         return Subscription(consumer, listener, self.ctx.runtime)
 
 
+MAX_WINDOW = 100_000
+"""The largest window or prefetch: each unacknowledged event held costs the server an
+entry per consumer, and a window past this is a mistake (10**9), not a tuning."""
+
+
 def check_window(kind: str, name: str, size: int | None) -> None:
     """`InvalidWindowError` for a window or prefetch on an exclusive durable."""
     if size is not None and kind == "exclusive":
@@ -388,16 +393,20 @@ def check_window(kind: str, name: str, size: int | None) -> None:
 def check_prefetch(kind: str, name: str, prefetch: int | None) -> None:
     """`InvalidWindowError` for a prefetch a consumer cannot take."""
     check_window(kind, name, prefetch)
-    if prefetch is not None and (_not_int(prefetch) or prefetch <= 0):
-        raise InvalidWindowError(f"prefetch must be a positive int, got {prefetch!r}")
+    if prefetch is not None and (_not_int(prefetch) or not 0 < prefetch <= MAX_WINDOW):
+        raise InvalidWindowError(
+            f"prefetch must be a positive int up to {MAX_WINDOW:,}, got {prefetch!r}"
+        )
 
 
 def subscription_window(kind: str, name: str, window: int | None, default: int) -> int | None:
     """The window a subscription gets: `InvalidWindowError` for one it cannot take, and
     a negative one is the default (seed 004)."""
     check_window(kind, name, window)
-    if window is not None and (_not_int(window) or window == 0):
-        raise InvalidWindowError(f"window must be a positive int, got {window!r}")
+    if window is not None and (_not_int(window) or window == 0 or window > MAX_WINDOW):
+        raise InvalidWindowError(
+            f"window must be a positive int up to {MAX_WINDOW:,}, got {window!r}"
+        )
     if window is not None and window < 0 and kind != "exclusive":
         return default
     return window

@@ -36,6 +36,23 @@ class AuthenticationError(DurablesError):
     server was reached: this is not `ConnectionLostError`)."""
 
 
+class UnsafeServerError(DurablesError):
+    """The server is set up so that it may drop what it confirmed: an eviction policy that
+    can remove durables' keys while a `maxmemory` is set. The message names the setting and
+    the fix (`maxmemory-policy noeviction`, or `allow_eviction=True` to accept it knowingly)."""
+
+
+class ServerFullError(DurablesError):
+    """The server is at its `maxmemory` (policy `noeviction`) and refused to store more.
+    Consumers can still read, acknowledge and housekeep, so a backlog drains and memory
+    comes back; `used_memory` and `maxmemory` are in bytes (0 where unknown)."""
+
+    def __init__(self, message: str, used_memory: int = 0, maxmemory: int = 0) -> None:
+        super().__init__(message)
+        self.used_memory = used_memory
+        self.maxmemory = maxmemory
+
+
 class ServerError(DurablesError):
     """The embedded server could not be started, found or stopped."""
 
@@ -56,7 +73,7 @@ class DurableInUseError(DurablesError):
     """An exclusive durable already has an active consumer (or it lost its lease)."""
 
 
-class InvalidWindowError(DurablesError, ValueError):
+class InvalidWindowError(ConfigError):
     """A window or prefetch was given where none is allowed, or is out of range."""
 
 
@@ -104,8 +121,13 @@ class LeaseLostError(DurableInUseError, ConsumerClosedError):
 
 
 class AccessDeniedError(DurablesError, PermissionError):
-    """The server's ACL refused a key or command (NOPERM): the user may need `~<namespace>:*`
-    and the stream, hash, set and scripting commands."""
+    """The server's ACL refused a key or command (NOPERM). `command` names the refused
+    command where the server said it (`xgroup|create`); the message names the ACL rule to
+    add (docs/operations.md lists every command durables needs)."""
+
+    def __init__(self, message: str, command: str = "") -> None:
+        super().__init__(message)
+        self.command = command
 
 
 class ReplicationError(DurablesError):

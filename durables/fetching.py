@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from contextlib import AbstractContextManager, suppress
 from typing import TYPE_CHECKING, Any, Protocol
 
-from .errors import ConnectionLostError
+from .errors import ConfigError, ConnectionLostError
 from .ops.flows import Flow
 
 if TYPE_CHECKING:
@@ -28,6 +28,19 @@ class FetchReader(Protocol):
     def committing(
         self, events: Sequence[Event], *, defer: bool = False, retry: bool = True
     ) -> Flow[None]: ...
+
+
+MAX_TIMEOUT_S = 86_400.0
+
+
+def check_timeout(timeout: float) -> None:
+    """`ConfigError` for a fetch timeout that is not a number of seconds from 0 to a day."""
+    if isinstance(timeout, bool) or not isinstance(timeout, int | float) \
+            or not 0 <= timeout <= MAX_TIMEOUT_S:  # fmt: skip
+        raise ConfigError(
+            f"fetch timeout must be a number of seconds from 0 to {MAX_TIMEOUT_S:g}, "
+            f"got {timeout!r}"
+        )
 
 
 class Fetching(ABC):
@@ -53,6 +66,7 @@ class Fetching(ABC):
         """The next events (waiting up to `timeout` seconds); [] if none came. With
         auto-ack, the events of the previous fetch are acknowledged first (with the read)."""
         self._check_open()
+        check_timeout(timeout)
         lock = self.reader.lock  # a listener may ack from another thread
         if self.auto_ack and self._outstanding:
             with lock:

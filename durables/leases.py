@@ -21,8 +21,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .errors import AccessDeniedError, DurablesError
+from .ops import server as server_ops
 from .ops.base import Op, command
 from .ops.flows import Flow, call, send
+from .server_health import ServerWatch
 
 if TYPE_CHECKING:
     from .executor import Executor
@@ -67,7 +69,10 @@ class Beats:
         lease_ms: int,
         on_failure: Callable[[], object] | None,
         lock: AbstractContextManager[Any],
+        watch: ServerWatch | None = None,
     ) -> None:
+        self.watch = watch
+        """Reads the server's settings again every so often, in a beat's round trip."""
         self._lease_ms = lease_ms
         self._on_failure = on_failure
         self._failing = False
@@ -91,10 +96,14 @@ class Beats:
         with self._lock:
             leases = list(self._leases.values())
         ops: list[Op[Any]] = [lease.renew for lease in leases] or [PING]
+        checking = self.watch is not None and self.watch.due()
         sent = time.monotonic()
         try:
             try:
-                held = yield from send(ops, retry=False)
+                held = yield from send([*ops, server_ops.health()] if checking else ops,
+                                       retry=False)  # fmt: skip
+                if checking and self.watch is not None:
+                    self.watch.observe(held.pop())
             except AccessDeniedError:  # the server answers, and refused a renewal: which?
                 held = yield from self._one_by_one(leases)
         except DurablesError as exc:  # the server is away: the next beat tries again
@@ -135,9 +144,13 @@ class Heartbeat(Beats):
     """Renews registered leases every `lease_ms / 3` from a thread until closed."""
 
     def __init__(
-        self, executor: Executor, lease_ms: int, on_failure: Callable[[], None] | None = None
+        self,
+        executor: Executor,
+        lease_ms: int,
+        on_failure: Callable[[], None] | None = None,
+        watch: ServerWatch | None = None,
     ) -> None:
-        super().__init__(lease_ms, on_failure, threading.Lock())
+        super().__init__(lease_ms, on_failure, threading.Lock(), watch)
         self._executor = executor
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None

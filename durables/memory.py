@@ -131,6 +131,14 @@ class _Gone:
         self.message = message
 
 
+def _flags_as_comment(source: bytes | str) -> bytes | str:
+    """A script's `#!lua flags=...` line as a comment: fakeredis's Lua does not know it
+    (a server reads it before the script runs; fakeredis never runs out of memory)."""
+    if isinstance(source, bytes):
+        return b"--" + source if source.startswith(b"#!") else source
+    return "--" + source if source.startswith("#!") else source
+
+
 class _CompiledScripts:
     """fakeredis's Lua runtime, but a script's source is compiled once and kept."""
 
@@ -145,7 +153,7 @@ class _CompiledScripts:
             return self._runtime.execute("collectgarbage('step')")
         chunk = self._compiled.get(source)
         if chunk is None:
-            chunk = self._compiled[source] = self._runtime.compile(source)
+            chunk = self._compiled[source] = self._runtime.compile(_flags_as_comment(source))
         return chunk()
 
     def __getattr__(self, name: str) -> Any:
@@ -166,7 +174,8 @@ class _Bridge:
     def _process_command(self, fields: list[bytes]) -> None:
         name = fields[0].lower() if fields else b""
         if name == b"info":
-            self.put_response(self._info(fields[1].lower() if len(fields) > 1 else b"default"))
+            sections = [f.lower() for f in fields[1:]] or [b"default"]
+            self.put_response(b"\r\n".join(self._info(section) for section in sections))
         elif name == b"wait" and len(fields) == 3:
             self.put_response(self._wait(fields[1]))
         elif name == b"memory" and len(fields) >= 3 and fields[1].lower() == b"usage":

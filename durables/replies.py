@@ -8,10 +8,11 @@ executor calls these on what came back.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from redis.exceptions import NoPermissionError, ResponseError
+from redis.exceptions import NoPermissionError, OutOfMemoryError, ResponseError
 
 from .errors import (
     AccessDeniedError,
@@ -24,8 +25,10 @@ from .errors import (
     InvalidStartError,
     LeaseLostError,
     ReplicationError,
+    ServerFullError,
     StalePublishError,
 )
+from .scripts import commands_of
 
 if TYPE_CHECKING:
     from redis import Redis
@@ -42,7 +45,6 @@ _BY_PREFIX: dict[str, Translate] = {
     "DETACHED": lambda rest: LeaseLostError(rest),
     "FULL": lambda rest: ChannelFullError(f"the channel is at its capacity of {rest} events"),
     "NOSTART": lambda rest: InvalidStartError(f"start event {rest} does not exist in the channel"),
-    "NOPERM": lambda rest: AccessDeniedError(f"NOPERM {rest}"),
     # A publish's copy that landed after its retry had been stored and answered: no caller
     # waits for it (its connection was given up), so this is seen only by a lost reply.
     "STALE": lambda rest: StalePublishError(f"publish superseded: {rest}"),
@@ -76,18 +78,60 @@ def kept(exc: E) -> E:
     return exc.with_traceback(None)
 
 
-def translate(exc: ResponseError, context: str = "") -> Exception:
-    """Our error for a known reply; the ResponseError itself otherwise (a real failure)."""
-    if isinstance(exc, NoPermissionError):  # redis-py strips the NOPERM word itself
-        err: DurablesError = AccessDeniedError(f"NOPERM {exc}: the server's ACL refused it")
-    else:
+_ACL_COMMAND = re.compile(r"permissions to run the '([^']+)' command")
+_ACL_IN_SCRIPT = ("ACL failure in script", "The user executing the script can't", "NOPERM")
+"""How a script's refused command reads: valkey names the command, Redis 7.0 does not."""
+FULL_ADVICE = (
+    "consumers can still read, acknowledge and housekeep at the limit, so draining the "
+    "backlog (then `durables housekeep`) frees memory; or raise maxmemory, or purge"
+)
+
+
+def refusal(exc: ResponseError, script: str | None = None) -> AccessDeniedError | None:
+    """The ACL refusal `exc` is, naming the command and the rule to add; None if it is not
+    one. A refusal inside a script names the commands that script runs where the server
+    does not say which one it refused."""
+    said = str(exc)
+    if isinstance(exc, NoPermissionError) or said.startswith(_ACL_IN_SCRIPT):
+        named = _ACL_COMMAND.search(said)
+        if named is not None:
+            command = named.group(1)
+            rule = f"+{command}"
+        elif "access" in said and "key" in said:
+            return AccessDeniedError(
+                f"NOPERM {said}: the server's ACL refused a key; the user needs "
+                "`~<namespace>:*` (every key durables makes starts with its namespace)"
+            )
+        elif script is not None:
+            command = " ".join(commands_of(script))
+            rule = " ".join(f"+{c}" for c in commands_of(script))
+        else:
+            command, rule = "", "the command"
+        where = f" (in script {script})" if script else ""
+        return AccessDeniedError(
+            f"NOPERM {said}{where}: the server's ACL refused {command or 'a command'}; "
+            f"add `{rule}` to the user's ACL rules (docs/operations.md lists every command "
+            "durables needs)",
+            command,
+        )
+    return None
+
+
+def translate(exc: ResponseError, context: str = "", script: str | None = None) -> Exception:
+    """Our error for a known reply; the ResponseError itself otherwise (a real failure).
+    `script`: the Lua script that was running, if any (named in ACL refusals)."""
+    err: DurablesError | None = refusal(exc, script)
+    if err is None and isinstance(exc, OutOfMemoryError):  # redis-py strips the OOM word
+        err = ServerFullError(f"the server is at its maxmemory and refuses to store more "
+                              f"({exc}); {FULL_ADVICE}")  # fmt: skip
+    if err is None:
         word, rest = error_word(exc)
         make = _BY_PREFIX.get(word)
         if make is None:
             return exc
         err = make(rest)
     if context:
-        err.args = (f"{context}: {err.args[0]}",)
+        err.args = (f"{context}: {err.args[0]}", *err.args[1:])
     return err
 
 
@@ -130,11 +174,13 @@ def entries_read(reply: Any) -> list[Any]:
 
 __all__ = [
     "AS_SENT",
+    "FULL_ADVICE",
     "as_sent",
     "entries_read",
     "error_word",
     "kept",
     "raw",
+    "refusal",
     "streams_read",
     "text",
     "translate",

@@ -104,6 +104,24 @@ def _functions(lines: list[str]) -> list[tuple[int, int, str]]:
     return found
 
 
+CALL = re.compile(r"redis\.p?call\(\s*['\"]([A-Za-z]+)['\"](?:\s*,\s*['\"]([A-Za-z-]+)['\"])?")
+TABLE_CALL = re.compile(r"\{\s*'([A-Z]+)'()")
+"""A command built as a table for `redis.call(unpack(args))` (`lib/pool.lua`'s XCLAIM)."""
+SUBCOMMANDS = frozenset({"xgroup", "xinfo", "script", "config", "client", "object"})
+
+
+@cache
+def commands_of(name: str) -> tuple[str, ...]:
+    """The commands script `name` may run (as ACL rules name them: `xgroup|create`), read
+    from its text: what a user refused inside it needs."""
+    found = set()
+    text = source(name)
+    for command, sub in [*CALL.findall(text), *TABLE_CALL.findall(text)]:
+        command = command.lower()
+        found.add(f"{command}|{sub.lower()}" if command in SUBCOMMANDS and sub else command)
+    return tuple(sorted(found))
+
+
 @cache
 def library(name: str) -> str:
     return (files("durables") / "lua" / "lib" / f"{name}.lua").read_text(encoding="utf-8")
@@ -115,4 +133,4 @@ def sha(name: str) -> str:
     return hashlib.sha1(source(name).encode("utf-8")).hexdigest()
 
 
-__all__ = ["NAMES", "library", "sha", "source"]
+__all__ = ["NAMES", "commands_of", "library", "sha", "source"]

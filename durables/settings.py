@@ -93,6 +93,13 @@ class Settings(BaseSettings):
     """Events pending for a consumer a shared or serial durable does not know (an XACK lost
     in a failover, a reader outside durables) that long are handed back to be dealt again
     by housekeeping, flagged as redelivered: nobody else could ever acknowledge them."""
+    allow_eviction: bool = False
+    """Connect to a server whose `maxmemory-policy` may evict durables' keys once it reaches
+    its `maxmemory` (anything but `noeviction`), accepting that confirmed events, durables
+    and sessions can then vanish: refused unless this is True (then a warning at connect)."""
+    server_check_interval_s: float = Field(default=30.0, gt=0, le=86_400)
+    """How often a running client reads the server's settings again (eviction policy,
+    maxmemory, persistence), so a change made at runtime is logged once and shown."""
     reconnect_timeout_s: float = Field(default=60.0, ge=0)
     """After a dropped connection or a server restart, keep retrying (backoff with jitter)
     this long before giving up (consumers, subscriptions and sessions then end with

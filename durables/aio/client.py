@@ -20,6 +20,7 @@ from ..ops import server as server_ops
 from ..records import ChannelInfo, FullPolicy, HousekeepReport, SessionRecord
 from ..retention import tidy_channel
 from ..server import EmbeddedServer
+from ..server_health import ServerHealth, ServerWatch, check, parse_health
 from ..session_core import Overflow
 from ..settings import Settings, checked_settings, load_settings
 from ..urls import parse_url, tls_options
@@ -43,6 +44,19 @@ async def connect(url: str | None = None, **settings: object) -> AsyncClient:
     client = AsyncClient(load_settings(**settings))
     await client.start()
     return client
+
+
+async def _health(node: Any, op: Any, where: str) -> ServerHealth:
+    info = op.parse(await node.execute_command(*op.args))
+    return parse_health(info, await _save(node), where)
+
+
+async def _save(node: Any) -> str | None:
+    """`CONFIG GET save`, or None where the user may not ask (as the sync client's)."""
+    try:
+        return server_ops.save_setting(await node.execute_command("CONFIG", "GET", "save"))
+    except RedisError:
+        return None
 
 
 class AsyncClient:
@@ -77,8 +91,14 @@ class AsyncClient:
     async def start(self) -> None:
         """Check the server and load the scripts (done by `connect()`)."""
         try:
-            info = await self._first_contact()
+            info, healths = await self._first_contact()
             self.server_version = server_ops.check_version(info)
+            settings = self.settings
+            watch = ServerWatch(settings.allow_eviction, settings.server_check_interval_s)
+            for health in healths:
+                check(health, settings.allow_eviction)
+                watch.observe(health, quiet=True)
+            self.ctx.runtime.heartbeat.watch = watch
             await self.ctx.executor.load_scripts()
         except BaseException:
             await self.ctx.runtime.heartbeat.close()
@@ -86,15 +106,20 @@ class AsyncClient:
             raise
         self.ctx.runtime.heartbeat.start()
 
-    async def _first_contact(self) -> dict[str, object]:
-        """The server's INFO, asked as `durables.client.first_contact` asks it."""
+    async def _first_contact(self) -> tuple[dict[str, object], list[ServerHealth]]:
+        """The server's INFO and each primary's health, asked as
+        `durables.client.first_contact` asks them."""
         timeout_s = self.settings.connect_timeout_s
         server = open_redis(self.url, timeout_s, timeout_s, self._tls)
         op = server_ops.info("")
         try:
             if isinstance(server, cluster.RedisCluster):
-                return op.parse(await cluster.send(server, op.args))
-            return op.parse(await server.execute_command(*op.args))  # type: ignore[no-untyped-call]
+                info = op.parse(await cluster.send(server, op.args))
+                healths = [await _health(node, op, f"cluster node {node.host}:{node.port}")
+                           for node in server.get_primaries()]  # fmt: skip
+                return info, healths
+            info = op.parse(await server.execute_command(*op.args))  # type: ignore[no-untyped-call]
+            return info, [parse_health(info, await _save(server))]
         except RedisError as exc:
             raise contact_error(exc, parse_url(self.url), timeout_s) from exc
         finally:
@@ -106,6 +131,19 @@ class AsyncClient:
 
     async def _trim(self, channel: str) -> int:
         return await self.ctx.executor.drive(tidy_channel(self.ctx, self.ctx.keys(channel)))
+
+    @property
+    def server_health(self) -> list[ServerHealth]:
+        """How the server keeps what it confirms (eviction policy, maxmemory, persistence),
+        by node, as read at connect and again every `server_check_interval_s`."""
+        watch = self.ctx.runtime.heartbeat.watch
+        return [] if watch is None else list(watch.healths.values())
+
+    @property
+    def server_problems(self) -> list[str]:
+        """What the last readings of the server found unsafe (logged once each)."""
+        watch = self.ctx.runtime.heartbeat.watch
+        return [] if watch is None else watch.problems
 
     @property
     def state(self) -> str:

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from ..errors import ChannelNotFound, DurablesError
 from ..leases import Beats, Lease
 from ..runtime import MIN_ROUND_S
+from ..server_health import ServerWatch
 
 if TYPE_CHECKING:
     from .executor import AsyncExecutor
@@ -59,8 +60,9 @@ class AsyncHeartbeat(Beats):
         executor: AsyncExecutor,
         lease_ms: int,
         on_failure: Callable[[], Awaitable[None]] | None = None,
+        watch: ServerWatch | None = None,
     ) -> None:
-        super().__init__(lease_ms, on_failure, nullcontext())
+        super().__init__(lease_ms, on_failure, nullcontext(), watch)
         self._executor = executor
         self._task: asyncio.Task[None] | None = None
         self._closed = False

@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 -- The holder of an exclusive durable proves it still holds the lease (and renews it),
 -- then acknowledges cumulatively: every event it has pending up to and including an id.
 -- Sent alone, or pipelined before the holder's next XREADGROUP: a holder whose lease

@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 -- A shared or serial consumer's acknowledgements sent on their own (`ack()`, `commit()`,
 -- the flusher), behind the membership check: XACK does not check which consumer holds an
 -- event, and a consumer detached for a lapsed lease (paused, say) has had its events

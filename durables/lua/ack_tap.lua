@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 -- A serial consumer's steady fetch (no dispatcher): its tap renewed, and its
 -- acknowledgements made only while the tap is open. Whatever detaches a member closes its
 -- taps (lib/reap.lua) before its events are dealt again, so an open tap says they are

@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 -- Take the lease of an exclusive durable. Each holder reads as a consumer of its own
 -- (its token), so the events earlier holders read and did not acknowledge are moved to
 -- the new holder, which reads them first; each counts one more delivery, except those

@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 -- Attach a consumer to a shared or serial durable: it joins the round-robin ring last.
 -- A consumer with a filter makes it the durable's store filter from now on (seed 004):
 -- only events it matches are kept for the durable; earlier consumers keep their own.

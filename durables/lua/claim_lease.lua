@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 -- Take a lease if it is free, or keep it if this holder has it already (a client coming
 -- back after an outage shorter than its lease still holds it).
 -- KEYS[1]  the lease key

@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 -- Count (or list) the events after an id that match a durable's filter, a bounded slice
 -- at a time so a long stream never blocks the server for long.
 -- KEYS[1]  the channel's stream

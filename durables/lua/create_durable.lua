@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 -- Create a durable (its consumer group and stored spec) unless it exists.
 -- KEYS[1]  the channel's stream
 -- KEYS[2]  the channel's meta hash

@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 -- Delete a channel and everything in it, if its durables are exactly the ones named.
 -- KEYS[1]  the channel's stream
 -- KEYS[2]  the channel's meta hash

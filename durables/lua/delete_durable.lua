@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 -- Delete a durable: its consumer group, its spec and every key of its own.
 -- KEYS[1]  the channel's stream
 -- KEYS[2]  the channel's durables hash

@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 -- The dispatcher of shared and serial durables, run at each fetch of an attached consumer:
 -- renew the caller's lease, acknowledge what it finished, reap consumers whose lease lapsed,
 -- then deal waiting events round robin to the attached consumers that have window room

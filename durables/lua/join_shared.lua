@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 -- An idle consumer of a shared durable joins the waiters (lib/settle.lua), first in its
 -- wait's pipeline: it reads its door next. Woken to watch at once if watchers are wanted
 -- and it is the first waiting in the ring.

@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 -- A session leaves a channel: its group is destroyed (its queue there is gone), and its
 -- queue limits and trip point go with it: the limits hold the group's position as the
 -- last look left it (lib/queue_limits.lua), which a group made again would not have.

@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 -- A consumer that stops asking while it watches on (settle_shared.lua returned 2) leaves
 -- the waiters, so the next waiting member in the ring is woken to watch instead of it.
 -- KEYS[1]  the channel's stream

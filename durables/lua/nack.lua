@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 -- Record that a session did not acknowledge an ack-required event, and take the event off
 -- the session's queue (it is not sent again).
 -- KEYS[1]  the channel's stream

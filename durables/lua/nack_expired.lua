@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 -- Housekeeping for ack-required events (seed 002: the non-acknowledgement is notified when
 -- the timeout expires): every session's event whose ack timeout has passed (its id's time
 -- plus its 'a' field, on the server's clock). One sent and not acknowledged (pending) is

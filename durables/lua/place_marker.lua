@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 -- Place a session's replay marker on a channel: the id of the newest event now. Events up
 -- to it (queued while the session was away) are replayed; events after it are live.
 -- KEYS[1]  the channel's stream

@@ -1,3 +1,4 @@
+#!lua
 -- Append events to a channel's stream, honouring the channel's capacity rule; a keyed
 -- channel also keeps the last value (and its event id) of every key.
 -- KEYS[1]  the channel's stream

@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 -- Housekeeping for a shared or serial durable nobody is fetching from: detach consumers
 -- whose lease lapsed (their events go back first in line, one delivery more), move due
 -- delayed rollbacks into the line, and hand back the events of orphans (consumers of the

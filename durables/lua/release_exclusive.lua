@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 -- Give up the lease of an exclusive durable on a clean close, recording the pending
 -- events that were read but never handed to the application (their count must not rise).
 -- The holder's gate goes in any case.

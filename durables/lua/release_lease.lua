@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 -- Give up a lease if this holder still has it.
 -- KEYS[1]  the lease key
 -- ARGV[1]  the holder's token

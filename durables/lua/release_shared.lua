@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 -- Detach a consumer from a shared or serial durable: everything it holds goes back
 -- first in line; events it had handed to the application count one more delivery.
 -- KEYS[1]  the channel's stream

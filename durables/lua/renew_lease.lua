@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 -- Extend a consumer's lease if it still holds it.
 -- KEYS[1]  the lease key
 -- ARGV[1]  the holder's token

@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 -- Extend an attached consumer's lease if it is still a member (not reaped as dead).
 -- KEYS[1]  the durable's members hash
 -- KEYS[2]  the durable's alive zset

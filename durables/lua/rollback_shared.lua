@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 -- Hand events back to a shared or serial durable: first in line (or after a delay),
 -- each with its redelivery count raised by one.
 -- KEYS[1]  the channel's stream

@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 -- A session's queue on one channel: set its limits (when given) and look at it now,
 -- applying the limit as a publish would (lib/queue_limits.lua); also reports and clears
 -- what an overflow did while nobody was looking.

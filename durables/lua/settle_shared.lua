@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 -- Last script of an idle consumer's wait (lib/settle.lua), right behind its read of the
 -- channel through its tap, in the same pipeline: its wait is over. Woken to watch, it
 -- settles what it took and the next watcher is woken; the common case costs a dozen

@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 -- Commit a durable up to an id: Spark has committed every batch up to it. The group's
 -- position moves to it (with the count of entries read, so the durable's lag stays exact
 -- when the batch's record knows it), the planned batches up to it are forgotten, and any

@@ -1,3 +1,4 @@
+#!lua
 -- Commit what Spark's tasks staged for one batch to a channel, exactly once: unless the
 -- sink's record says this batch (or a later one) is in, append the staged events in
 -- order and record the batch; the staging lists are deleted either way. One atomic

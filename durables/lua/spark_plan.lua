@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 -- Plan a Spark micro-batch over a durable: find where the next batch after `start` ends and
 -- note the batch in the durable's planned batches. Nothing enters the pending list and the
 -- group's position stays where Spark's last commit put it (spark_ack.lua moves it), so the

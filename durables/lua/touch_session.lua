@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 -- A live session's heartbeat: renew the live client's lease and stamp the session's
 -- record with the server's clock (expiry is judged on that clock by every client).
 -- KEYS[1]  the session's live lease (string: the live client's token)

@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 -- Trim a channel and settle its durables: drop the events every durable has
 -- acknowledged and those past the channel's lifespan (mode 'retain'), or every
 -- event up to an id (mode 'purge'). Durables are then moved past what was removed:

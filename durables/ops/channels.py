@@ -27,6 +27,13 @@ def ensure(k: keys.ChannelKeys, options: dict[str, int | str], created_ms: int) 
     return ops
 
 
+def unmade(k: keys.ChannelKeys) -> list[Op[Any]]:
+    """What `ensure` made of a new channel, removed (its creation was refused midway)."""
+    context = f"channel {k.channel!r}"
+    return [command("DEL", k.meta, context=context),
+            command("SREM", keys.registry(k.ns), k.channel, context=context)]  # fmt: skip
+
+
 def exists(k: keys.ChannelKeys) -> Op[bool]:
     return command("EXISTS", k.meta, parse=as_bool, context=f"channel {k.channel!r}")
 

@@ -5,19 +5,35 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import ServerVersionError
+from ..server_health import SECTIONS, ServerHealth, info_fields, parse_health
 from .base import Op, command
 
 MIN_REDIS = (7, 0, 0)
 MIN_VALKEY = (7, 2, 0)
 
 
-def _as_dict(reply: Any) -> dict[str, object]:
-    return dict(reply)
-
-
 def info(context: str) -> Op[dict[str, object]]:
-    """`INFO server`, parsed; `context` names the server for error messages."""
-    return command("INFO", "server", parse=_as_dict, context=context)
+    """`INFO` of the sections read at connect (the version, and what `server_health`
+    judges), parsed; `context` names the server for error messages."""
+    return command("INFO", *SECTIONS, parse=info_fields, context=context)
+
+
+def health() -> Op[ServerHealth]:
+    """What `server_health` judges, read again while a client runs (by its heartbeat)."""
+    return command("INFO", *SECTIONS[1:], parse=_health, context="server check")
+
+
+def _health(reply: Any) -> ServerHealth:
+    return parse_health(info_fields(reply))
+
+
+def save_setting(reply: Any) -> str | None:
+    """`CONFIG GET save`'s value (a RESP2 list or a RESP3 map), or None."""
+    values = list(reply.values()) if isinstance(reply, dict) else list(reply or [])[1::2]
+    if not values:
+        return None
+    value = values[0]
+    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 def _version(text: str) -> tuple[int, ...]:
@@ -37,4 +53,4 @@ def check_version(info: dict[str, object]) -> str:
     return f"redis {redis_version}"
 
 
-__all__ = ["MIN_REDIS", "MIN_VALKEY", "check_version", "info"]
+__all__ = ["MIN_REDIS", "MIN_VALKEY", "check_version", "health", "info", "save_setting"]
