@@ -32,6 +32,12 @@ CANNOT_LISTEN = 11
 """`metrics --serve` or `console` could not listen on the address and port given."""
 AUTHENTICATION = 12
 """The server refused the password: a wrong one, or none where one is needed."""
+UNSAFE_SERVER = 13
+"""The server could drop what it confirms (an evicting `maxmemory-policy`): refused."""
+SERVER_FULL = 14
+"""The server is at its `maxmemory` and refused to store more (consumers can drain it)."""
+ACCESS_DENIED = 15
+"""The server's ACL refused a command or key: the message names the rule to add."""
 
 # First match wins, so subclasses come before the classes they refine.
 _BY_ERROR: tuple[tuple[type[durables.DurablesError], int], ...] = (
@@ -39,6 +45,9 @@ _BY_ERROR: tuple[tuple[type[durables.DurablesError], int], ...] = (
     (durables.DurableNotFound, NOT_FOUND),
     (durables.DurableInUseError, IN_USE),
     (durables.AuthenticationError, AUTHENTICATION),
+    (durables.AccessDeniedError, ACCESS_DENIED),
+    (durables.UnsafeServerError, UNSAFE_SERVER),
+    (durables.ServerFullError, SERVER_FULL),
     (durables.ConnectionLostError, UNREACHABLE),
     (durables.DurableExistsError, CONFLICT),
     (durables.ChannelFullError, FULL),

@@ -7,10 +7,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from .errors import ChannelFullError, ReplicationError
+from .errors import ChannelFullError, DurablesError, ReplicationError, ServerFullError
 from .events import Batch, Encoded, pack
 from .ops import channels as channel_ops
+from .ops import server as server_ops
 from .ops.flows import Flow, run, send
+from .replies import FULL_ADVICE
 from .retention import trim_channel
 
 if TYPE_CHECKING:
@@ -66,8 +68,24 @@ def publish_encoded(
                     raise
                 trimmed = True
                 yield from trim_channel(ctx, k)
+            except ServerFullError as exc:
+                raise (yield from _full(exc)) from None
     finally:
         producer.give(lane)
+
+
+def _full(exc: ServerFullError) -> Flow[ServerFullError]:
+    """`exc` with the server's used and maximum memory (read now, if it answers)."""
+    try:
+        health = yield from run(server_ops.health(), retry=False)
+    except DurablesError:
+        return exc
+    return ServerFullError(
+        f"the server is full ({health.memory_text()}, maxmemory-policy {health.policy}) and "
+        f"refuses to store more; {FULL_ADVICE}",
+        health.used_memory,
+        health.maxmemory,
+    )
 
 
 def _publish(

@@ -52,6 +52,8 @@ NAMES = (
     "spark_plan",
     "spark_ack",
     "spark_commit",
+    "save_record",
+    "add_members",
 )
 
 

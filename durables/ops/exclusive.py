@@ -304,8 +304,8 @@ class ExclusiveCursor:
             return None
         first = min(ids.key(e.id) for e in events)
         self.limit = first if self.limit is None else min(self.limit, first)
-        return command("SADD", self.k.keep(self.durable), *(e.id for e in events),
-                       context=self.context)  # fmt: skip
+        return script("add_members", [self.k.keep(self.durable)], [e.id for e in events],
+                      context=self.context)  # fmt: skip
 
     def release(self, unhanded: Sequence[Event]) -> list[Op[Any]]:
         """Send the deferred ack, then give up the lease (unhanded events keep their count)."""

@@ -113,8 +113,10 @@ def load(ns: str, session_id: str) -> Op[SessionRecord | None]:
 
 def save(ns: str, record: SessionRecord) -> list[Op[Any]]:
     flat = [part for item in record.to_mapping().items() for part in item]
-    return [command("HSET", keys.session(ns, record.id), *flat, context=_about(record.id)),
-            command("SADD", keys.sessions(ns), record.id, context=_about(record.id))]  # fmt: skip
+    # scripts, not HSET and SADD: a session resumes on a server at its maxmemory
+    about = _about(record.id)
+    return [script("save_record", [keys.session(ns, record.id)], flat, context=about),
+            script("add_members", [keys.sessions(ns)], [record.id], context=about)]  # fmt: skip
 
 
 def join(k: keys.ChannelKeys, session_id: str) -> Op[Any]:

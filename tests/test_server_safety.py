@@ -1,0 +1,202 @@
+"""A server that could drop what it confirmed is refused, or named; a full one drains.
+
+An eviction policy other than `noeviction` with a `maxmemory` set evicts durables' keys at
+the limit (measured: confirmed events, durable specs and leases gone without a word), so
+`connect()` refuses it unless accepted knowingly; persistence off is warned of. At the
+limit with `noeviction` a publish raises `ServerFullError`, and every kind of consumer and
+a session still drain their backlog, so memory comes back by housekeeping.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from durables_cli import exits
+
+import durables
+
+from .cli_support import Cli
+from .conftest import FAST, SERVER_KIND, Connect
+from .conftest import _server as _secure_if_asked
+from .helpers import wait_for
+from .servers import RedisProcess, server_binary
+
+pytestmark = pytest.mark.both_clients
+
+PAYLOAD = b"x" * 4096
+
+
+def _server(tmp_path: Path, certificates: Path, **config: str) -> Iterator[RedisProcess]:
+    proc = RedisProcess(server_binary(SERVER_KIND), tmp_path / "srv", extra=config)
+    with _secure_if_asked(proc, certificates):
+        yield proc
+
+
+@pytest.fixture(params=["allkeys-lru", "volatile-lru"])
+def evicting_server(
+    request: pytest.FixtureRequest, tmp_path: Path, certificates: Path
+) -> Iterator[RedisProcess]:
+    yield from _server(tmp_path, certificates, maxmemory="200mb",
+                       **{"maxmemory-policy": request.param})  # fmt: skip
+
+
+@pytest.fixture
+def full_server(tmp_path: Path, certificates: Path) -> Iterator[RedisProcess]:
+    yield from _server(tmp_path, certificates, **{"maxmemory-policy": "noeviction"})
+
+
+def test_an_evicting_server_is_refused_at_connect_in_one_clear_error(
+    evicting_server: RedisProcess, connect: Connect, namespace: str
+) -> None:
+    with pytest.raises(durables.UnsafeServerError) as caught:
+        connect(evicting_server.url, namespace=namespace, **FAST)
+    said = str(caught.value)
+    assert "maxmemory-policy" in said and "noeviction" in said and "allow_eviction" in said
+    assert caught.value.__cause__ is None
+
+
+def test_an_evicting_server_accepted_knowingly_connects_and_warns(
+    evicting_server: RedisProcess,
+    connect: Connect,
+    namespace: str,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    with (
+        caplog.at_level(logging.WARNING, "durables"),
+        connect(evicting_server.url, namespace=namespace, allow_eviction=True, **FAST) as client,
+    ):
+        client.channel("orders").publish(b"a")
+        assert any("may evict" in problem for problem in client.server_problems)
+        assert [h.evicting for h in client.server_health] == [True]
+    assert any("may evict" in r.getMessage() for r in caplog.records)
+
+
+def test_the_cli_refuses_an_evicting_server_in_one_line(
+    evicting_server: RedisProcess, namespace: str
+) -> None:
+    result = Cli(evicting_server.url, namespace)("channels")
+    assert result.exit_code == exits.UNSAFE_SERVER
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1 and "maxmemory-policy" in lines[0], result.output
+
+
+def test_persistence_off_is_warned_of_at_connect(
+    tmp_path: Path, certificates: Path, connect: Connect, namespace: str,
+    caplog: pytest.LogCaptureFixture,
+) -> None:  # fmt: skip
+    for proc in _server(tmp_path, certificates, appendonly="no", save='""'):
+        with caplog.at_level(logging.WARNING, "durables"), connect(proc.url, namespace=namespace,
+                                                                     **FAST):  # fmt: skip
+            pass
+    said = [r.getMessage() for r in caplog.records]
+    assert any("neither AOF nor RDB" in line or "AOF is off" in line for line in said), said
+
+
+def test_a_policy_changed_at_runtime_is_noticed_and_logged_once(
+    full_server: RedisProcess, connect: Connect, namespace: str,
+    caplog: pytest.LogCaptureFixture,
+) -> None:  # fmt: skip
+    with (
+        caplog.at_level(logging.WARNING, "durables"),
+        connect(
+            full_server.url, namespace=namespace, server_check_interval_s=0.2, **FAST
+        ) as client,  # fmt: skip
+    ):
+        assert client.server_problems == []
+        with full_server.client() as admin:
+            admin.config_set("maxmemory", "500mb")
+            admin.config_set("maxmemory-policy", "allkeys-lru")
+            try:
+                assert wait_for(lambda: client.server_problems, timeout=10)
+                assert wait_for(lambda: _evicting_lines(caplog), timeout=5)
+                client.channel("orders").publish(b"a")
+                time.sleep(1.0)  # five more readings: the same problem, not logged again
+                assert len(_evicting_lines(caplog)) == 1
+            finally:
+                admin.config_set("maxmemory-policy", "noeviction")
+                admin.config_set("maxmemory", "0")
+
+
+def _evicting_lines(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if "maxmemory-policy is allkeys-lru" in
+            r.getMessage()]  # fmt: skip
+
+
+def test_a_full_server_refuses_publishes_and_every_reader_drains_it(
+    full_server: RedisProcess, connect: Connect, namespace: str
+) -> None:
+    """At maxmemory: publish raises `ServerFullError` naming the memory; an exclusive, a
+    shared and a serial durable and a session each drain their backlog to depth 0, every
+    event once; after housekeeping publishing works again; nothing confirmed is lost."""
+    with connect(full_server.url, namespace=namespace, **FAST) as client:
+        orders = client.channel("orders")
+        durs = {kind: orders.durable(kind, kind=kind) for kind in ("exclusive", "shared", "serial")}
+        session = client.session("phone", timeout=60)
+        session.register_interest("orders", durable=True)
+        got_by_session: list[str] = []
+        session.add_listener("orders", _Collect(got_by_session))
+        session.close(keepalive=True)
+        confirmed = _fill(full_server, orders)
+
+        with pytest.raises(durables.ServerFullError, match="maxmemory") as caught:
+            orders.publish(PAYLOAD)
+        assert caught.value.maxmemory > 0 and caught.value.used_memory > 0
+        assert caught.value.__cause__ is None
+
+        for kind, dur in durs.items():
+            got = _drain(client, kind)
+            assert sorted(got) == sorted(confirmed) and len(set(got)) == len(got), kind
+            assert dur.depth() == 0 and dur.transaction_depth() == 0, kind
+        session = client.session("phone", timeout=60)
+        assert session.resumed
+        session.add_listener("orders", _Collect(got_by_session))
+        session.ready_for_events()
+        wait_for(lambda: len(got_by_session) >= len(confirmed), timeout=30)
+        assert sorted(got_by_session) == sorted(confirmed)
+        wait_for(lambda: session.info().depth == 0, timeout=10)
+        session.close(keepalive=False)
+
+        client.housekeep()
+        assert orders.info().length == 0
+        orders.publish(PAYLOAD)  # memory came back
+
+
+class _Collect:
+    def __init__(self, into: list[str]) -> None:
+        self.into = into
+
+    def on_event(self, event: durables.Event) -> None:
+        self.into.append(event.id)
+
+    def after_region_live(self, channel: str) -> None:
+        pass
+
+
+def _fill(server: RedisProcess, channel: durables.Channel) -> list[str]:
+    """Publish until the server is at its maxmemory (set a little above what it uses now);
+    the ids it confirmed."""
+    with server.client() as admin:
+        used = int(admin.info("memory")["used_memory"])
+        admin.config_set("maxmemory", str(used + 3 * 1024 * 1024))
+    confirmed: list[str] = []
+    while len(confirmed) < 5_000:
+        try:
+            confirmed.append(channel.publish(PAYLOAD))
+        except durables.ServerFullError:
+            break
+    assert 100 < len(confirmed) < 5_000, len(confirmed)
+    return confirmed
+
+
+def _drain(client: durables.Client, kind: str) -> list[str]:
+    dur = client.channel("orders").durable(kind)
+    got: list[str] = []
+    with dur.consumer(prefetch=None if kind == "exclusive" else 50) as consumer:
+        while events := consumer.fetch(timeout=0.5):
+            got += [event.id for event in events]
+            consumer.commit()
+    return got
