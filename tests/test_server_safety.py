@@ -15,11 +15,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from durables_cli import exits
 
 import durables
 
-from .cli_support import Cli
+from .cli_support import Cli, exits
 from .conftest import FAST, SERVER_KIND, Connect
 from .conftest import _server as _secure_if_asked
 from .helpers import wait_for
