@@ -62,7 +62,7 @@ def parse_all(ops: Sequence[Op[Any]], replies: Sequence[Any]) -> list[Any]:
     error not tolerated by its operation raised as ours. Shared by both executors."""
     for op, reply in zip(ops, replies, strict=True):
         if isinstance(reply, ResponseError) and error_word(reply)[0] not in op.tolerate:
-            raise translate(reply, op.context) from reply
+            raise translate(reply, op.context, op.script) from None
     return [op.parse(reply) for op, reply in zip(ops, replies, strict=True)]
 
 
@@ -159,7 +159,7 @@ class Executor:
             raise lost(exc, op.context) from exc
         except ResponseError as exc:
             if error_word(exc)[0] not in op.tolerate:
-                raise translate(exc, op.context) from exc
+                raise translate(exc, op.context, op.script) from None
             reply = kept(exc)
         return op.parse(reply)
 
@@ -225,7 +225,7 @@ class Executor:
         except LOST as exc:
             raise lost(exc, "loading scripts") from exc
         except ResponseError as exc:
-            raise translate(exc, "loading scripts") from exc
+            raise translate(exc, "loading scripts") from None
 
     def _reloaded(self) -> None:
         """The server lost its scripts (a restart or failover the pool did not notice):

@@ -4,13 +4,14 @@ outside it gives `AccessDeniedError` naming NOPERM, never a raw redis-py error."
 from __future__ import annotations
 
 import secrets
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from urllib.parse import urlparse
 
 import pytest
 
 import durables
 
+from .cli_support import Cli, exits
 from .conftest import FAST, Connect
 from .helpers import wait_for
 from .servers import RedisProcess
@@ -92,3 +93,68 @@ def test_a_session_the_server_refuses_ends_closed_with_the_error(
         assert client.state == "connected"
         s.close()
         idle.close()
+
+
+@pytest.fixture
+def user_without(server: RedisProcess, namespace: str) -> Iterator[Callable[[str], str]]:
+    """A URL for a user of the namespace with the README's rules less one more rule."""
+    made: list[str] = []
+
+    def url(rule: str) -> str:
+        user, password = f"u{secrets.token_hex(4)}", secrets.token_hex(8)
+        with server.client() as admin:
+            admin.execute_command("ACL", "SETUSER", user, f">{password}", f"~{namespace}:*",
+                                  *ACL_RULES, rule)  # fmt: skip
+        made.append(user)
+        return f"redis://{user}:{password}@127.0.0.1:{server.port}/0"
+
+    yield url
+    with server.client() as admin:
+        for user in made:
+            admin.execute_command("ACL", "DELUSER", user)
+
+
+@pytest.mark.both_clients
+def test_a_durable_refused_xgroup_is_access_denied_naming_it_and_leaves_nothing(
+    user_without: Callable[[str], str], server: RedisProcess, namespace: str, connect: Connect
+) -> None:
+    url = user_without("-xgroup")
+    with connect(url, namespace=namespace, **FAST) as client:
+        orders = client.channel("orders")
+        with pytest.raises(durables.AccessDeniedError, match="xgroup") as caught:
+            orders.durable("billing", kind="shared")
+        assert "+xgroup" in str(caught.value) and caught.value.__cause__ is None
+        assert orders.durables() == []
+    with server.client() as admin:  # no spec, no group: nothing half made
+        assert [k for k in admin.keys(f"{namespace}:*") if b"durables" in k] == []
+    result = Cli(url, namespace)("create", "orders", "audit", "--kind", "shared")
+    assert result.exit_code == exits.ACCESS_DENIED, result.output
+    assert len(result.output.strip().splitlines()) == 1, result.output
+
+
+@pytest.mark.both_clients
+@pytest.mark.parametrize(("rule", "named"), [("-info", "info"), ("-@scripting", "script|load")])
+def test_a_user_refused_what_connect_needs_is_access_denied_naming_it(
+    user_without: Callable[[str], str], namespace: str, connect: Connect, rule: str, named: str
+) -> None:
+    url = user_without(rule)
+    with pytest.raises(durables.AccessDeniedError) as caught:
+        connect(url, namespace=namespace, **FAST)
+    assert named in str(caught.value) and caught.value.command == named
+    assert not isinstance(caught.value, durables.ConnectionLostError)
+    result = Cli(url, namespace)("channels")
+    assert result.exit_code == exits.ACCESS_DENIED, result.output
+    assert named in result.output and len(result.output.strip().splitlines()) == 1
+
+
+def test_a_channel_refused_midway_leaves_nothing(
+    user_without: Callable[[str], str], server: RedisProcess, namespace: str
+) -> None:
+    url = user_without("-sadd")
+    with (
+        durables.connect(url, namespace=namespace, **FAST) as client,
+        pytest.raises(durables.AccessDeniedError, match="sadd"),
+    ):
+        client.channel("orders")
+    with server.client() as admin:
+        assert admin.keys(f"{namespace}:*") == []

@@ -163,7 +163,7 @@ class AsyncExecutor:
         except LOST as exc:
             raise lost(exc, "loading scripts") from exc
         except ResponseError as exc:
-            raise translate(exc, "loading scripts") from exc
+            raise translate(exc, "loading scripts") from None
 
     async def _reloaded(self) -> None:
         await self.load_scripts()
