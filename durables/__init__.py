@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from . import permissions as permissions
 from .cache import LocalCache
 from .channel import Channel, ChannelInfo
 from .client import Client, connect

@@ -14,14 +14,16 @@ import os
 import subprocess
 from pathlib import Path
 
+from durables.permissions import acl_rules
+
 from .servers import HOST, RedisProcess, free_port
 
 SECURE = os.environ.get("DURABLES_TEST_SECURE") == "1"
 USER, PASSWORD = "app", "s3cret-app"
 KEYS = "~t* ~m:*"
 """The test namespaces: fixtures make `t<hex>`; a few tests name `m`."""
-RULES = "+@all -flushall -flushdb -config -shutdown -acl -debug"
-"""The README's ACL line, but for the key patterns."""
+RULES = acl_rules().split(" ", 2)[2]
+"""The documented least-privilege rules (docs/operations.md), but for the key patterns."""
 
 
 def openssl(*args: str | Path) -> None:

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from urllib.parse import urlparse
 
 import pytest
 
 import durables
 
+from . import secure
 from .cli_support import Cli, exits
 from .conftest import FAST, Connect
 from .helpers import wait_for
@@ -158,3 +160,13 @@ def test_a_channel_refused_midway_leaves_nothing(
         client.channel("orders")
     with server.client() as admin:
         assert admin.keys(f"{namespace}:*") == []
+
+
+def test_the_documented_least_privilege_line_is_the_one_the_tls_pass_runs_as() -> None:
+    """docs/operations.md prints `permissions.acl_rules`; the TLS pass (tests/secure.py)
+    runs as a user with exactly these rules, so a command durables needs and the list
+    lacks fails that pass."""
+    text = (Path(__file__).parent.parent / "docs" / "operations.md").read_text()
+    block = text.split("ACL SETUSER app on >secret ~orders-app:* ", 1)[1].split("```", 1)[0]
+    assert block.split() == durables.permissions.acl_rules("orders-app").split()[1:]
+    assert secure.RULES.split() == durables.permissions.acl_rules().split()[2:]
