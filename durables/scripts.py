@@ -109,12 +109,8 @@ def _functions(lines: list[str]) -> list[tuple[int, int, str]]:
 CALL = re.compile(
     r"\b(?:redis\.)?p?call\(\s*['\"]([A-Za-z]+)['\"](?:\s*,\s*['\"]([A-Za-z-]+)['\"])?"
 )
-    r"\b(?:redis\.)?p?call\(\s*['\"]([A-Za-z]+)['\"](?:\s*,\s*['\"]([A-Za-z-]+)['\"])?"
-)
 """A command a script calls: `redis.call('X', ...)`, or through a local alias (`call('X')`)."""
-TABLE_CALL = re.compile(
-    r"\b(?:redis\.)?p?call\(\s*['\"]([A-Za-z]+)['\"](?:\s*,\s*['\"]([A-Za-z-]+)['\"])?"
-)r"\{\s*'([A-Z]+)'()")
+TABLE_CALL = re.compile(r"\{\s*'([A-Z]+)'()")
 """A command built as a table for `redis.call(unpack(args))` (`lib/pool.lua`'s XCLAIM)."""
 SUBCOMMANDS = frozenset({"xgroup", "xinfo", "script", "config", "client", "object"})
 
