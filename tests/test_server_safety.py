@@ -134,6 +134,7 @@ def test_a_full_server_refuses_publishes_and_every_reader_drains_it(
     with connect(full_server.url, namespace=namespace, **FAST) as client:
         orders = client.channel("orders")
         durs = {kind: orders.durable(kind, kind=kind) for kind in ("exclusive", "shared", "serial")}
+        orders.durable("tailed")
         session = client.session("phone", timeout=60)
         session.register_interest("orders", durable=True)
         got_by_session: list[str] = []
@@ -145,6 +146,13 @@ def test_a_full_server_refuses_publishes_and_every_reader_drains_it(
             orders.publish(PAYLOAD)
         assert caught.value.maxmemory > 0 and caught.value.used_memory > 0
         assert caught.value.__cause__ is None
+        cli = Cli(full_server.url, namespace)
+        refused = cli("publish", "orders", "x" * 4096)
+        assert refused.exit_code == exits.SERVER_FULL, refused.output
+        assert len(refused.output.strip().splitlines()) == 1, refused.output
+        tailed = cli("tail", "orders", "tailed", "--count", "3")  # reads at the limit
+        assert tailed.exit_code == 0 and len(tailed.output.strip().splitlines()) == 3, tailed.output
+        orders.durable("tailed").delete()  # deleting works at the limit too
 
         for kind, dur in durs.items():
             got = _drain(client, kind)
