@@ -21,8 +21,8 @@ CLUSTER = ("cluster|info", "cluster|slots", "cluster|shards", "cluster|nodes", "
 """redis-py's cluster client reads the slot map and the command table (Cluster only)."""
 SENT = (
     "del", "exists", "get", "hget", "hgetall", "hkeys", "hlen", "hmget", "hset", "hsetnx",
-    "lpush", "lrange", "ltrim", "pexpire", "rpush", "sadd", "smembers", "srem", "xack",
-    "xdel", "xgroup|create", "xinfo|groups", "xinfo|stream", "xinfo|consumers", "xlen",
+    "lpush", "lrange", "ltrim", "memory|usage", "pexpire", "rpush", "sadd", "smembers", "srem",
+    "xack", "xdel", "xgroup|create", "xinfo|groups", "xinfo|stream", "xinfo|consumers", "xlen",
     "xpending", "xrange", "xread", "xreadgroup", "xrevrange",
 )  # fmt: skip
 """Commands the Python side sends itself (`ops/`, metrics, figures, the console, Spark)."""

@@ -212,6 +212,7 @@ MEMORY_LEFT_OUT = {  # a module, a test function, or one parametrized test
     "test_tls.py": "speaks TLS to a server process",
     "test_secure_run.py": "starts a server with TLS and ACL users",
     "test_acl.py": "needs a server's ACL users (fakeredis's ACL is partial)",
+    "test_server_safety.py": "sets a server's maxmemory, eviction policy and persistence",
     "test_embedded_server.py": "starts and stops the embedded server process",
     "test_session_disconnects.py": "drops a session's connections through a fault proxy",
     "test_bench.py": "benchmarks server processes",

@@ -169,4 +169,5 @@ def test_the_documented_least_privilege_line_is_the_one_the_tls_pass_runs_as() -
     text = (Path(__file__).parent.parent / "docs" / "operations.md").read_text()
     block = text.split("ACL SETUSER app on >secret ~orders-app:* ", 1)[1].split("```", 1)[0]
     assert block.split() == durables.permissions.acl_rules("orders-app").split()[1:]
-    assert secure.RULES.split() == durables.permissions.acl_rules().split()[2:]
+    rules = durables.permissions.acl_rules().split()[2:]
+    assert secure.RULES.split() == [*rules, secure.INSPECTION]
