@@ -279,3 +279,30 @@ def test_a_closed_client_refuses_every_call_and_opens_no_connection(
         client.close()  # closing again is harmless
     with connect(server_url, namespace=namespace, **FAST) as again:
         assert again.channel("orders").info().length == 1
+
+
+@pytest.mark.both_clients
+@pytest.mark.parametrize("size", [10**9, 100_001])
+def test_a_window_or_prefetch_past_the_bound_is_a_config_error(
+    channel: durables.Channel, size: int
+) -> None:
+    dur = channel.durable("workers", kind="shared")
+    with pytest.raises(durables.ConfigError, match="up to 100,000"):
+        dur.consumer(prefetch=size)
+    with pytest.raises(durables.ConfigError, match="up to 100,000"):
+        dur.subscribe(lambda event: None, window=size)
+    with dur.consumer(prefetch=100_000) as consumer:  # the bound itself is taken
+        assert consumer.fetch(timeout=0) == []
+
+
+@pytest.mark.both_clients
+@pytest.mark.parametrize("timeout", [-1, -0.001, float("nan"), 86_401, "1", True])
+def test_a_fetch_timeout_that_is_no_number_of_seconds_is_a_config_error(
+    channel: durables.Channel, timeout: object
+) -> None:
+    channel.publish(b"kept")
+    dur = channel.durable("reader")
+    with dur.consumer() as consumer:
+        with pytest.raises(durables.ConfigError, match="fetch timeout"):
+            consumer.fetch(timeout=timeout)  # type: ignore[arg-type]
+        assert [e.text for e in consumer.fetch(timeout=1)] == ["kept"]  # nothing lost
