@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
+from .errors import ServerFullError
 from .ops import sessions as ops
 from .ops.flows import Flow, run, send
 from .records import Interest, SessionRecord
@@ -75,7 +76,12 @@ def discard(ctx: BaseContext, session_id: str, by: str) -> Flow[bool]:
 
 
 def alert(ctx: BaseContext, message: str, now_ms: int, **about: str) -> Flow[None]:
-    yield from send(ops.alert(ctx.namespace, message, now_ms, about))
+    """Keep an alert for `durables sessions` and the console; on a server at its maxmemory
+    it cannot be kept, and is logged instead (housekeeping goes on: it frees memory)."""
+    try:
+        yield from send(ops.alert(ctx.namespace, message, now_ms, about))
+    except ServerFullError:
+        log.warning("not kept, the server is full: %s", message)
 
 
 def warn(ctx: BaseContext, message: str, session_id: str) -> Flow[None]:
