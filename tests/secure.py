@@ -22,7 +22,7 @@ SECURE = os.environ.get("DURABLES_TEST_SECURE") == "1"
 USER, PASSWORD = "app", "s3cret-app"
 KEYS = "~t* ~m:*"
 """The test namespaces: fixtures make `t<hex>`; a few tests name `m`."""
-INSPECTION = "+keys"
+INSPECTION = "+keys +type +zscore"
 """What the tests themselves ask as that user to look at what is stored (never durables)."""
 RULES = f"{acl_rules().split(' ', 2)[2]} {INSPECTION}"
 """The documented least-privilege rules (docs/operations.md), but for the key patterns,

@@ -170,4 +170,4 @@ def test_the_documented_least_privilege_line_is_the_one_the_tls_pass_runs_as() -
     block = text.split("ACL SETUSER app on >secret ~orders-app:* ", 1)[1].split("```", 1)[0]
     assert block.split() == durables.permissions.acl_rules("orders-app").split()[1:]
     rules = durables.permissions.acl_rules().split()[2:]
-    assert secure.RULES.split() == [*rules, secure.INSPECTION]
+    assert secure.RULES.split() == [*rules, *secure.INSPECTION.split()]
