@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import redis
 
 import durables
 
@@ -155,9 +156,11 @@ def test_a_full_server_refuses_publishes_and_every_reader_drains_it(
         orders.durable("tailed").delete()  # deleting works at the limit too
 
         for kind, dur in durs.items():
+            _at_the_limit(full_server)
             got = _drain(client, kind)
             assert sorted(got) == sorted(confirmed) and len(set(got)) == len(got), kind
             assert dur.depth() == 0 and dur.transaction_depth() == 0, kind
+        _at_the_limit(full_server)
         session = client.session("phone", timeout=60)
         assert session.resumed
         session.add_listener("orders", _Collect(got_by_session))
@@ -167,6 +170,7 @@ def test_a_full_server_refuses_publishes_and_every_reader_drains_it(
         wait_for(lambda: session.info().depth == 0, timeout=10)
         session.close(keepalive=False)
 
+        _at_the_limit(full_server)
         client.housekeep()
         assert orders.info().length == 0
         orders.publish(PAYLOAD)  # memory came back
@@ -197,6 +201,15 @@ def _fill(server: RedisProcess, channel: durables.Channel) -> list[str]:
             break
     assert 100 < len(confirmed) < 5_000, len(confirmed)
     return confirmed
+
+
+def _at_the_limit(server: RedisProcess) -> None:
+    """Lower the maxmemory to what the server uses now (acknowledgements freed a little),
+    and show that it refuses to store more: what follows runs at the limit."""
+    with server.client() as admin:
+        admin.config_set("maxmemory", str(int(admin.info("memory")["used_memory"])))
+        with pytest.raises(redis.exceptions.OutOfMemoryError):
+            admin.xadd("probe", {"x": "x" * 4096})
 
 
 def _drain(client: durables.Client, kind: str) -> list[str]:
