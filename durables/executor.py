@@ -65,10 +65,12 @@ MOVING_QUIET_S = 5.0
 
 class Moves:
     """What both executors do while the cluster moves a slot (a resharding): the operation
-    did not run (a script stopped at a moved key, before any write: the scripts touch
-    their undeclared keys first), so it is sent again after a short pause, on a fresh slot
-    map, for at most `limit_s` (`reconnect_timeout_s`). Logged as what it is, once per
-    resharding, never as a lost connection: the connection state does not change."""
+    is sent again after a short pause, on a fresh slot map, for at most `limit_s`
+    (`reconnect_timeout_s`). MOVED, ASK and TRYAGAIN mean it did not run; a script stopped
+    at a key already moved ("non local key") keeps the writes it made before that call, so
+    an operation sent with `retry` is one that may run twice, as after a lost reply, and a
+    reader's (without) attaches again first. Logged as what it is, once per resharding,
+    never as a lost connection: the connection state does not change."""
 
     def __init__(self) -> None:
         self._last = -MOVING_QUIET_S

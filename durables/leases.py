@@ -98,7 +98,7 @@ class Beats:
             except AccessDeniedError:  # the server answers, and refused a renewal: which?
                 held = yield from self._one_by_one(leases)
         except SlotMovingError as exc:  # the server answers: a resharding, not an outage
-            log.info("heartbeat: %s; the next beat tries again", exc)
+            log.debug("heartbeat: %s; the next beat tries again", exc)  # the executor said it
             return
         except DurablesError as exc:  # the server is away: the next beat tries again
             log.log(logging.DEBUG if self._failing else logging.WARNING,

@@ -23,7 +23,10 @@ from .servers import server_binary
 from .test_chaos import Run
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow, pytest.mark.both_clients]
-SETTINGS = {**FAST, "reconnect_timeout_s": 60.0}
+SETTINGS = {**FAST, "reconnect_timeout_s": 60.0, "lease_timeout_s": 4.0}
+"""A lease of 4 s: the heartbeat's socket timeout (a quarter) outlasts a `MIGRATE` of a
+channel's stream, which holds the source node for a moment on a busy machine."""
+MOVING_REPLIES = ("rehashing", "non local key", "TRYAGAIN", "TTL exhausted", "ASK ", "MOVED ")
 RUNS = 5
 PAUSE_S = 0.5
 SLOW_FOR_S = 15.0
@@ -86,10 +89,16 @@ def test_a_slow_slot_migration_under_load_loses_nothing_and_kills_no_listener(
         for sub in subs:
             sub.close()
         session.close()
-    lost_connection = [r.getMessage() for r in caplog.records if "reconnecting" in r.getMessage()]
+    said = [r.getMessage() for r in caplog.records]
+    called_lost = [
+        m for m in said if "lost the connection" in m and any(r in m for r in MOVING_REPLIES)
+    ]
+    reconnections = sum("-> reconnecting" in m for m in said)
     print(
         f"\nrun {attempt + 1}/{RUNS}: slot {slot} port {owner.port} -> {to.port}, "
-        f"{moved} keys in {took_s:.1f} s; producer failures {dict(run.failures)}"
+        f"{moved} keys in {took_s:.1f} s; producer failures {dict(run.failures)}; "
+        f"resharding replies logged {sum('resharding' in m for m in said)}, "
+        f"reconnections {reconnections}"
     )
     for reader_name, checker in run.checkers.items():
         print(f"  {reader_name:>9}: {checker.report()}")
@@ -103,4 +112,4 @@ def test_a_slow_slot_migration_under_load_loses_nothing_and_kills_no_listener(
         assert report.unexpected == 0, checker.explain()
         if reader_name in ORDERED:
             assert report.reordered == 0, checker.explain()
-    assert not lost_connection, lost_connection[:5]
+    assert not called_lost, called_lost[:5]  # the cluster moving a slot is said as such
