@@ -65,7 +65,7 @@ MOVING_QUIET_S = 5.0
 
 class Moves:
     """What both executors do while the cluster moves a slot (a resharding): the operation
-    is sent again after a short pause, on a fresh slot map, for at most `limit_s`
+    is sent again after a short pause (on a fresh slot map), for at most `limit_s`
     (`reconnect_timeout_s`). MOVED, ASK and TRYAGAIN mean it did not run; a script stopped
     at a key already moved ("non local key") keeps the writes it made before that call, so
     an operation sent with `retry` is one that may run twice, as after a lost reply, and a

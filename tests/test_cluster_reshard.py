@@ -113,3 +113,4 @@ def test_a_slow_slot_migration_under_load_loses_nothing_and_kills_no_listener(
         if reader_name in ORDERED:
             assert report.reordered == 0, checker.explain()
     assert not called_lost, called_lost[:5]  # the cluster moving a slot is said as such
+    assert reconnections == 0, [m for m in said if "->" in m][:10]

@@ -104,11 +104,11 @@ class AsyncExecutor:
     async def _moving(
         self, exc: SlotMovingError, retry: bool, pauses: Iterator[float] | None
     ) -> Iterator[float]:
-        """A slot moving: a fresh slot map, a pause, then send again (see
-        `Executor._moving`)."""
+        """A slot moving: a pause, then send again (see `Executor._moving`). The slot map is
+        not read again here: redis-py's asyncio cluster client marks every node's
+        connections for reconnection at each reading of it (in-flight reads then break, a
+        reconnection each), and it learns a slot's new node from the MOVED reply itself."""
         self.moves.note(exc)
-        if isinstance(self.redis, cluster.RedisCluster):
-            await cluster.refresh(self.redis)
         if pauses is None:
             pauses = Moves.pauses(self.link.reconnect_timeout_s if retry else 1.0)
         pause = next(pauses, None)
