@@ -31,6 +31,13 @@ class ConnectionLostError(DurablesError, ConnectionError):
     """The server cannot be reached, or the connection dropped mid-operation."""
 
 
+class SlotMovingError(ConnectionLostError):
+    """A Redis Cluster is moving the operation's hash slot between nodes (a resharding): a
+    redirection, TRYAGAIN, or a script stopped at a key already moved. A short outage: the
+    executor sends the operation again after a pause; readers attach again. Raised only
+    if it lasts past `reconnect_timeout_s`."""
+
+
 class AuthenticationError(DurablesError):
     """The server refused the password in the URL, or needs one and none was given (the
     server was reached: this is not `ConnectionLostError`)."""

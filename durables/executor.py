@@ -16,9 +16,10 @@ Each reconnection increments `epoch`: readers that kept a position on the server
 from __future__ import annotations
 
 import logging
+import random
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from redis.exceptions import ConnectionError as RedisConnectionError
@@ -27,7 +28,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from . import cluster, routing, scripts
 from .direct import Connections, wake_pool
-from .errors import ConnectionLostError
+from .errors import ConnectionLostError, SlotMovingError
 from .link import Link, State, StateListener
 from .ops.flows import Effect, Flow, Recover, Send, walk
 from .replies import error_word, kept, translate
@@ -46,6 +47,51 @@ def lost(exc: BaseException, context: str) -> ConnectionLostError:
     return ConnectionLostError(f"{where}lost the connection to the server: {exc}")
 
 
+def moved(exc: BaseException, context: str) -> SlotMovingError:
+    where = f"{context}: " if context else ""
+    return SlotMovingError(f"{where}the cluster is moving this slot between nodes: {exc}")
+
+
+def failed(exc: BaseException, context: str) -> ConnectionLostError:
+    """A reply of `LOST`: the slot moving (`routing.moving`), or a lost connection."""
+    return moved(exc, context) if routing.moving(exc) else lost(exc, context)
+
+
+MOVING_PAUSE_S = (0.05, 0.5)
+"""The first and the longest pause before sending again while a slot moves (doubling)."""
+MOVING_QUIET_S = 5.0
+"""A resharding is logged once (INFO) until no slot moved for this long."""
+
+
+class Moves:
+    """What both executors do while the cluster moves a slot (a resharding): the operation
+    is sent again after a short pause (on a fresh slot map), for at most `limit_s`
+    (`reconnect_timeout_s`). MOVED, ASK and TRYAGAIN mean it did not run; a script stopped
+    at a key already moved ("non local key") keeps the writes it made before that call, so
+    an operation sent with `retry` is one that may run twice, as after a lost reply, and a
+    reader's (without) attaches again first. Logged as what it is, once per resharding,
+    never as a lost connection: the connection state does not change."""
+
+    def __init__(self) -> None:
+        self._last = -MOVING_QUIET_S
+
+    def note(self, exc: SlotMovingError) -> None:
+        now = time.monotonic()
+        quiet = now - self._last < MOVING_QUIET_S
+        self._last = now
+        log.log(logging.DEBUG if quiet else logging.INFO, "resharding: %s; sending again", exc)
+
+    @staticmethod
+    def pauses(limit_s: float) -> Iterator[float]:
+        """The pauses of one operation's retries, with jitter, ending past `limit_s`."""
+        first, most = MOVING_PAUSE_S
+        end = time.monotonic() + limit_s
+        delay = first
+        while time.monotonic() < end:
+            yield delay * random.uniform(0.5, 1.5)
+            delay = min(delay * 2, most)
+
+
 def unheard(context: str) -> ConnectionLostError:
     where = f"{context}: " if context else ""
     return ConnectionLostError(f"{where}the server has not answered since the connection was lost")
@@ -61,6 +107,8 @@ def parse_all(ops: Sequence[Op[Any]], replies: Sequence[Any]) -> list[Any]:
     """Replies of a pipeline (error replies as `ResponseError`s) parsed in order; the first
     error not tolerated by its operation raised as ours. Shared by both executors."""
     for op, reply in zip(ops, replies, strict=True):
+        if isinstance(reply, ResponseError) and routing.moving(reply):
+            raise moved(reply, op.context) from reply
         if isinstance(reply, ResponseError) and error_word(reply)[0] not in op.tolerate:
             raise translate(reply, op.context, op.script) from None
     return [op.parse(reply) for op, reply in zip(ops, replies, strict=True)]
@@ -87,6 +135,7 @@ class Executor:
         self._probe = probe or redis
         self._direct = None if isinstance(redis, cluster.RedisCluster) else Connections(redis)
         self.link = Link(reconnect_timeout_s, threading.Lock(), reports=reports)
+        self.moves = Moves()
 
     # -- state ----------------------------------------------------------------------------
 
@@ -112,10 +161,13 @@ class Executor:
         sent again; without, `ConnectionLostError` is raised at once.
         """
         self.link.check_open()
+        pauses: Iterator[float] | None = None
         while True:
             self._heard(retry, op.context)
             try:
                 return self._run_once(op)
+            except SlotMovingError as exc:
+                pauses = self._moving(exc, retry, pauses)
             except ConnectionLostError:
                 if not retry:
                     self.lost_connection()
@@ -130,15 +182,38 @@ class Executor:
         again, so nothing else in the pipeline runs twice. `retry` as for `run`.
         """
         self.link.check_open()
+        pauses: Iterator[float] | None = None
         while True:
             self._heard(retry, ops[0].context if ops else "")
             try:
                 return self._run_all_once(ops)
+            except SlotMovingError as exc:
+                pauses = self._moving(exc, retry, pauses)
             except ConnectionLostError:
                 if not retry:
                     self.lost_connection()
                     raise
                 self.recover()
+
+    def _moving(
+        self, exc: SlotMovingError, retry: bool, pauses: Iterator[float] | None
+    ) -> Iterator[float]:
+        """A slot moving (`Moves`): a fresh slot map, then a pause before sending again.
+        Without `retry` it raises after the pause, and readers attach again (the epoch
+        changes), as after a reconnection: other operations of a pipeline may have run."""
+        self.moves.note(exc)
+        if isinstance(self.redis, cluster.RedisCluster):
+            cluster.refresh(self.redis)
+        if pauses is None:
+            pauses = Moves.pauses(self.link.reconnect_timeout_s if retry else 1.0)
+        pause = next(pauses, None)
+        if pause is None:
+            raise exc
+        time.sleep(pause)
+        if not retry:
+            self.link.reloaded()
+            raise exc
+        return pauses
 
     def _heard(self, retry: bool, context: str) -> None:
         """In an outage nothing goes over the pool before the probe has heard the server:
@@ -156,8 +231,10 @@ class Executor:
                 self._reloaded()
                 reply = self._send(op)
         except LOST as exc:  # first: a cluster's CLUSTERDOWN is also a ResponseError
-            raise lost(exc, op.context) from exc
+            raise failed(exc, op.context) from exc
         except ResponseError as exc:
+            if routing.moving(exc):
+                raise moved(exc, op.context) from exc
             if error_word(exc)[0] not in op.tolerate:
                 raise translate(exc, op.context, op.script) from None
             reply = kept(exc)
@@ -174,7 +251,11 @@ class Executor:
                     self._reloaded()
                     replies[i] = self._send_capturing(ops[i])
         except LOST as exc:
-            raise lost(exc, context) from exc
+            raise failed(exc, context) from exc
+        except ResponseError as exc:  # a script stopped at a moved key (`routing.pipeline`)
+            if routing.moving(exc):
+                raise moved(exc, context) from exc
+            raise
         return parse_all(ops, replies)
 
     # The two senders ask whether there are direct connections, not `isinstance` of
@@ -206,8 +287,15 @@ class Executor:
         if isinstance(effect, Send):
             return self.run_all(effect.ops, retry=effect.retry)
         if isinstance(effect, Recover):
-            return self.recover(effect.until)
+            return self.recovering(effect.until)
         return effect.function(*effect.args)
+
+    def recovering(self, until: float | None) -> bool:
+        """A reader's wait after `ConnectionLostError`: `recover`, unless nothing was lost
+        (a `SlotMovingError`: the connection is up, and the executor paused already)."""
+        if self.link.connected:
+            return until is None or time.monotonic() < until
+        return self.recover(until)
 
     # -- scripts --------------------------------------------------------------------------
 
@@ -303,4 +391,14 @@ class Executor:
             self._probe.close()
 
 
-__all__ = ["Executor", "State", "lost", "parse_all", "unheard", "wire"]
+__all__ = [
+    "Executor",
+    "Moves",
+    "State",
+    "failed",
+    "lost",
+    "moved",
+    "parse_all",
+    "unheard",
+    "wire",
+]

@@ -20,7 +20,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .errors import AccessDeniedError, DurablesError
+from .errors import AccessDeniedError, DurablesError, SlotMovingError
 from .ops import server as server_ops
 from .ops.base import Op, command
 from .ops.flows import Flow, call, send
@@ -106,6 +106,9 @@ class Beats:
                     self.watch.observe(held.pop())
             except AccessDeniedError:  # the server answers, and refused a renewal: which?
                 held = yield from self._one_by_one(leases)
+        except SlotMovingError as exc:  # the server answers: a resharding, not an outage
+            log.debug("heartbeat: %s; the next beat tries again", exc)  # the executor said it
+            return
         except DurablesError as exc:  # the server is away: the next beat tries again
             log.log(logging.DEBUG if self._failing else logging.WARNING,
                     "heartbeat failed (%d lease(s)): %s", len(leases), exc)  # fmt: skip

@@ -22,7 +22,13 @@ from inspect import isawaitable
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from .context import BaseContext, Context
-from .errors import ConfigError, ConnectionLostError, DurableNotFound, DurablesError
+from .errors import (
+    ConfigError,
+    ConnectionLostError,
+    DurableNotFound,
+    DurablesError,
+    SlotMovingError,
+)
 from .ops import sessions as ops
 from .ops.channels import wait_replicas
 from .ops.flows import Flow, awaited, recover, run, send
@@ -141,6 +147,8 @@ class DeliveryLoop(ABC, Generic[C]):
                     if self._away():  # stopped past its live lease, the server answering
                         yield from self._come_back()
                     yield from self._round()
+                except SlotMovingError:  # the server answers: a cluster moving the slot
+                    self.cursors.restart()  # read what was in flight again, still connected
                 except ConnectionLostError:
                     yield from self._ride_out()
                 except DurableNotFound:  # a queue is gone: closed by an overflow, or expired

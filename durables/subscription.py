@@ -56,10 +56,13 @@ class Subscription:
         except DurablesError as exc:
             self.error = exc
             log.error("subscription on %s stopped: %s", self.consumer.label, exc)
+        except Exception as exc:  # a bug: said loudly and kept, never a silent dead listener
+            self.error = exc
+            log.exception("subscription on %s stopped by an unexpected error", self.consumer.label)
         finally:
             try:
                 self.consumer.close(unhanded=unhanded)
-            except DurablesError as exc:
+            except Exception as exc:  # closing is best effort: the lease lapses otherwise
                 log.error("closing %r failed: %s", self.consumer, exc)
             if self._runtime is not None:
                 self._runtime.disown(self)

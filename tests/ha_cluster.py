@@ -236,6 +236,50 @@ class Cluster(Started):
         poll(f"port {process.port} rejoins the cluster", rejoined, timeout)
         return process
 
+    def migrate_slot(
+        self,
+        slot: int,
+        to: RedisProcess,
+        *,
+        pause_s: float = 0.5,
+        slow_for_s: float = 20.0,
+        timeout: float = REJOIN_TIMEOUT_S,
+    ) -> int:
+        """Move `slot` to the primary `to` as an operator resharding by hand does: IMPORTING
+        on `to`, MIGRATING on the owner, then one key per `MIGRATE`, `pause_s` apart (so the
+        slot's keys are split between the two for seconds), for at most `slow_for_s`; the
+        rest in one go; then the slot assigned to `to` on every node. Returns the keys moved."""
+        source = self._owner(slot, self.running()[0])
+        if source is to:
+            raise ValueError(f"port {to.port} already serves slot {slot}")
+        with to.client() as target, source.client() as owner:
+            target.execute_command("CLUSTER", "SETSLOT", slot, "IMPORTING", self._ids[source.port])
+            owner.execute_command("CLUSTER", "SETSLOT", slot, "MIGRATING", self._ids[to.port])
+            moved = 0
+            slow_until = time.monotonic() + slow_for_s
+            deadline = time.monotonic() + timeout
+            while time.monotonic() < deadline:
+                slow = time.monotonic() < slow_until
+                keys = owner.execute_command("CLUSTER", "GETKEYSINSLOT", slot, 1 if slow else 1000)
+                if not keys:
+                    break
+                owner.execute_command("MIGRATE", HOST, to.port, "", 0, 5000, "KEYS", *keys)
+                moved += len(keys)
+                if slow:
+                    time.sleep(pause_s)
+            else:
+                raise TimeoutError(f"slot {slot} still has keys on port {source.port}")
+            others = [p for p in self.primaries() if p is not to and p is not source]
+            for node in (to, source, *others):
+                with node.client() as client:
+                    client.execute_command("CLUSTER", "SETSLOT", slot, "NODE", self._ids[to.port])
+        poll(
+            f"every node names port {to.port} as the owner of slot {slot}",
+            lambda: all(_owner_port(slot, node) == to.port for node in self.running()),
+            timeout,
+        )
+        return moved
+
     def wait_ok(self, timeout: float = SET_START_TIMEOUT_S) -> None:
         """Until every running node reports cluster_state:ok with all slots served."""
         poll("cluster_state:ok on every node", self._all_ok, timeout)

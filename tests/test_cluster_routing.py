@@ -7,7 +7,15 @@ from typing import Any
 
 import pytest
 from redis.crc import key_slot
-from redis.exceptions import ClusterDownError, MovedError
+from redis.exceptions import (
+    AskError,
+    ClusterDownError,
+    ClusterError,
+    MovedError,
+    ResponseError,
+    TryAgainError,
+)
+from redis.exceptions import ConnectionError as RedisConnectionError
 
 from durables import routing
 from durables.keys import ChannelKeys
@@ -87,6 +95,34 @@ def test_a_pipeline_plan_sends_again_only_what_was_redirected_and_raises_an_outa
     next(plan)
     with pytest.raises(ClusterDownError):
         plan.send([3, ClusterDownError("CLUSTERDOWN The cluster is down")])
+
+
+NON_LOCAL = "Attempted to access a non local key in a cluster node script: on @user_script:129."
+
+
+def test_replies_of_a_slot_moving_are_told_from_an_outage_and_from_other_errors() -> None:
+    moving = [
+        MovedError("3999 127.0.0.1:7001"),
+        AskError("3999 127.0.0.1:7001"),
+        TryAgainError("Multiple keys request during rehashing of slot"),
+        ClusterError("TTL exhausted."),
+        ResponseError(NON_LOCAL),
+    ]
+    assert all(routing.moving(exc) for exc in moving)
+    others = [
+        ClusterDownError("The cluster is down"),  # a shard without its primary: an outage
+        ResponseError("NOGROUP No such key"),
+        ResponseError("FULL 100"),
+        RedisConnectionError("Connection refused"),
+    ]
+    assert not any(routing.moving(exc) for exc in others)
+
+
+def test_a_pipeline_plan_raises_a_script_stopped_at_a_moved_key() -> None:
+    plan = routing.pipeline([("EVALSHA", "x", 1, "a"), ("XLEN", "a")], ["n1", "n1"])
+    next(plan)
+    with pytest.raises(ResponseError, match="non local key"):
+        plan.send([ResponseError(NON_LOCAL), 3])
 
 
 def sent(step: routing.Step) -> tuple[Any, ...]:

@@ -14,14 +14,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Coroutine, Sequence
+from collections.abc import Coroutine, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from redis.exceptions import NoScriptError, RedisError, ResponseError
 
 from .. import routing, scripts
-from ..errors import ConnectionLostError
-from ..executor import LOST, lost, parse_all, unheard, wire
+from ..errors import ConnectionLostError, SlotMovingError
+from ..executor import LOST, Moves, failed, lost, moved, parse_all, unheard, wire
 from ..link import Link, State, StateListener
 from ..ops.flows import Effect, Flow, Recover, Send, walk_awaited
 from ..replies import kept, translate
@@ -50,6 +50,7 @@ class AsyncExecutor:
         self.redis = redis
         self._probe = probe or redis
         self.link = Link(reconnect_timeout_s, reports=reports)
+        self.moves = Moves()
         self._direct = None if isinstance(redis, cluster.RedisCluster) else AsyncConnections(redis)
 
     @property
@@ -70,11 +71,14 @@ class AsyncExecutor:
     async def run(self, op: Op[T], *, retry: bool = True) -> T:
         """Send one operation and parse its reply (see `Executor.run`)."""
         self.link.check_open()
+        pauses: Iterator[float] | None = None
         while True:
             await self._heard(retry, op.context)
             try:
                 result: T = (await self._run_all_once([op]))[0]
                 return result
+            except SlotMovingError as exc:
+                pauses = await self._moving(exc, retry, pauses)
             except ConnectionLostError:
                 if not retry:
                     self.lost_connection()
@@ -84,15 +88,37 @@ class AsyncExecutor:
     async def run_all(self, ops: Sequence[Op[Any]], *, retry: bool = True) -> list[Any]:
         """Send operations in one pipeline, in order; parsed replies (see `Executor.run_all`)."""
         self.link.check_open()
+        pauses: Iterator[float] | None = None
         while True:
             await self._heard(retry, ops[0].context if ops else "")
             try:
                 return await self._run_all_once(ops)
+            except SlotMovingError as exc:
+                pauses = await self._moving(exc, retry, pauses)
             except ConnectionLostError:
                 if not retry:
                     self.lost_connection()
                     raise
                 await self.recover()
+
+    async def _moving(
+        self, exc: SlotMovingError, retry: bool, pauses: Iterator[float] | None
+    ) -> Iterator[float]:
+        """A slot moving: a pause, then send again (see `Executor._moving`). The slot map is
+        not read again here: redis-py's asyncio cluster client marks every node's
+        connections for reconnection at each reading of it (in-flight reads then break, a
+        reconnection each), and it learns a slot's new node from the MOVED reply itself."""
+        self.moves.note(exc)
+        if pauses is None:
+            pauses = Moves.pauses(self.link.reconnect_timeout_s if retry else 1.0)
+        pause = next(pauses, None)
+        if pause is None:
+            raise exc
+        await asyncio.sleep(pause)
+        if not retry:
+            self.link.reloaded()
+            raise exc
+        return pauses
 
     async def _heard(self, retry: bool, context: str) -> None:
         """In an outage nothing goes over the pool before the probe has heard the server
@@ -115,7 +141,11 @@ class AsyncExecutor:
                         await self._reloaded()
                         replies[i] = await self._send_capturing(ops[i])
         except LOST as exc:
-            raise lost(exc, context) from exc
+            raise failed(exc, context) from exc
+        except ResponseError as exc:  # a script stopped at a moved key (`routing.pipeline`)
+            if routing.moving(exc):
+                raise moved(exc, context) from exc
+            raise
         return parse_all(ops, replies)
 
     # As the sync executor's: no `isinstance` of `RedisCluster` per round trip (0.85 µs).
@@ -132,7 +162,7 @@ class AsyncExecutor:
         except ResponseError as exc:
             if isinstance(exc, routing.OUTAGE):  # CLUSTERDOWN: an outage, not a reply
                 raise
-            return kept(exc)
+            return kept(exc)  # a slot moving too: `parse_all` raises it as one
 
     def drive(self, flow: Flow[T]) -> Coroutine[Any, Any, T]:
         """Run a flow (`ops.flows`) to its end, awaiting each effect it yields (to be
@@ -144,8 +174,14 @@ class AsyncExecutor:
         if isinstance(effect, Send):
             return self.run_all(effect.ops, retry=effect.retry)
         if isinstance(effect, Recover):
-            return self.recover(effect.until)
+            return self.recovering(effect.until)
         return effect.function(*effect.args)
+
+    async def recovering(self, until: float | None) -> bool:
+        """A reader's wait after `ConnectionLostError` (see `Executor.recovering`)."""
+        if self.link.connected:
+            return until is None or time.monotonic() < until
+        return await self.recover(until)
 
     # -- scripts --------------------------------------------------------------------------
 

@@ -71,9 +71,13 @@ def _cluster(url: ServerUrl, options: dict[str, Any]) -> RedisCluster:
     if url.db:
         raise ConfigError(f"a cluster has database 0 only, not {url.db} ({url.shown!r})")
     try:
+        # reinitialize_steps=0: each MOVED reply moves its slot in the map, never closes the
+        # client (redis-py's asyncio client closes every connection at every fifth MOVED by
+        # default, in-flight reads included: a resharding would look like lost connections)
         server = RedisCluster(
             startup_nodes=[ClusterNode(h, p) for h, p in url.hosts],
-            username=url.username, password=url.password, ssl=url.tls, **options,
+            username=url.username, password=url.password, ssl=url.tls, reinitialize_steps=0,
+            **options,
         )  # fmt: skip
     except RedisClusterException as exc:
         raise ConfigError(f"cannot use the cluster URL {url.shown!r}: {exc}") from None

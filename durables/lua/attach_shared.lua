@@ -33,8 +33,10 @@ if ARGV[5] ~= '' then
   tree = cjson.decode(ARGV[5])
 end
 local member = redis.call('HEXISTS', d.members, ARGV[2])
-add_member(d, ARGV[2], tonumber(ARGV[3]), tree, ARGV[4], ARGV[6])
+-- The taps (keys not in KEYS) first: while a cluster moves the slot, one already moved
+-- stops the script there, before it wrote anything but deletions of taps (harmless again).
 wake_taps(KEYS[5])
+add_member(d, ARGV[2], tonumber(ARGV[3]), tree, ARGV[4], ARGV[6])
 local version = store_filter(d)['version']
 if ARGV[5] ~= '' then
   version = version + 1

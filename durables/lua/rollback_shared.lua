@@ -28,11 +28,16 @@ end
 if #mine == 0 then
   return 0
 end
+local delay = tonumber(ARGV[3])
+if delay <= 0 then
+  -- The taps (keys not in KEYS) before any write: while a cluster moves the slot, one
+  -- already moved stops the script here, and it is sent again unchanged.
+  wake_taps(KEYS[6])
+end
 local moved = sort_ids(claim(stream, group, POOL, mine))
 for _, id in ipairs(moved) do
   redis.call('HINCRBY', KEYS[4], id, 1)
 end
-local delay = tonumber(ARGV[3])
 if delay > 0 then
   local due = now_ms() + delay
   for _, id in ipairs(moved) do
@@ -40,7 +45,6 @@ if delay > 0 then
   end
 else
   push_front(KEYS[2], moved)
-  wake_taps(KEYS[6])
 end
 ring_bell(KEYS[5])
 return #moved

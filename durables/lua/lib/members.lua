@@ -41,8 +41,14 @@ end
 local function add_member(d, consumer, window, tree, lease_ms, token)
   redis.call('HSET', d.members, consumer, cjson.encode({w = window, ast = tree, t = token}))
   redis.call('ZADD', d.alive, now_ms() + tonumber(lease_ms), consumer)
-  redis.call('LREM', d.ring, 0, consumer)
+  -- Last in the ring, once. Never by emptying it first (LREM of its one member deletes the
+  -- key): while a cluster moves the slot, a write to a key the script deleted is refused
+  -- midway, and the script stops with its earlier writes made.
+  local before = redis.call('LPOS', d.ring, consumer, 'COUNT', 0)
   redis.call('RPUSH', d.ring, consumer)
+  if #before > 0 then
+    redis.call('LREM', d.ring, #before, consumer)
+  end
 end
 
 -- Extend a member's lease; false, and nothing done, if it is no member (any more). `now`:
@@ -189,9 +195,10 @@ local function turn_ring(d, order, at)
   end
   if at == 2 then
     redis.call('LMOVE', d.ring, d.ring, 'LEFT', 'RIGHT')
-  else
-    redis.call('DEL', d.ring)
+  else  -- the new order pushed, then the old one trimmed: the key never ceases to exist
+    local old = redis.call('LLEN', d.ring)
     redis.call('RPUSH', d.ring, unpack(turned))
+    redis.call('LTRIM', d.ring, old, -1)
   end
   return turned
 end
