@@ -33,7 +33,6 @@ from . import routing
 from .direct import wake_pool
 from .ops.flows import walk
 from .replies import kept
-from .routing import OUTAGE
 
 T = TypeVar("T")
 Server: TypeAlias = "redis.Redis | RedisCluster"
@@ -160,7 +159,6 @@ def disconnect(server: RedisCluster, *, inuse_connections: bool) -> None:
 
 __all__ = [
     "RedisCluster",
-    "OUTAGE",
     "Server",
     "answers",
     "disconnect",

@@ -2,12 +2,13 @@
 
 Everything else builds `Op`s (pure data) and reads typed results. Here alone:
 EVALSHA with a reload after NOSCRIPT (a restarted server has no scripts), pipelining
-several operations into one round trip, the translation of every server error into
-our tree (by prefix: `durables.replies.translate`) and of every broken socket into
-`ConnectionLostError`, and reconnection: after a dropped connection, a timeout or a
-server restart, calls wait (exponential backoff with jitter, probing with a short
-timeout) until the server answers again, for at most `reconnect_timeout_s` from the
-start of the outage. Then the state is "closed" and they raise.
+several operations into one round trip, every server error and broken socket turned
+into our error by what it means (`durables.verdicts`), and reconnection: after a dropped
+connection, a timeout or a server restart, calls wait (exponential backoff with jitter,
+probing with a short timeout) until the server answers again, for at most
+`reconnect_timeout_s` from the start of the outage; then the state is "closed" and they
+raise. The loop that sends again is `link.attempts`, which the asyncio executor drives
+too.
 
 Each reconnection increments `epoch`: readers that kept a position on the server
 (a lease, a cursor) compare it with theirs and attach again before going on.
@@ -15,23 +16,22 @@ Each reconnection increments `epoch`: readers that kept a position on the server
 
 from __future__ import annotations
 
+import functools
 import logging
-import random
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
-from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import NoScriptError, RedisError, ResponseError
-from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from . import cluster, routing, scripts
+from . import cluster, scripts
 from .direct import Connections, wake_pool
-from .errors import ConnectionLostError, SlotMovingError
-from .link import Link, State, StateListener
+from .errors import ConnectionLostError
+from .link import Attempt, Link, Moves, Pause, State, StateListener, Step, attempts
 from .ops.flows import Effect, Flow, Recover, Send, walk
-from .replies import error_word, kept, translate
+from .replies import error_word, kept
+from .verdicts import error_for, transient
 
 if TYPE_CHECKING:
     from .cluster import Server
@@ -39,62 +39,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
-LOST = (RedisConnectionError, RedisTimeoutError, *routing.OUTAGE)
-
-
-def lost(exc: BaseException, context: str) -> ConnectionLostError:
-    where = f"{context}: " if context else ""
-    return ConnectionLostError(f"{where}lost the connection to the server: {exc}")
-
-
-def moved(exc: BaseException, context: str) -> SlotMovingError:
-    where = f"{context}: " if context else ""
-    return SlotMovingError(f"{where}the cluster is moving this slot between nodes: {exc}")
-
-
-def failed(exc: BaseException, context: str) -> ConnectionLostError:
-    """A reply of `LOST`: the slot moving (`routing.moving`), or a lost connection."""
-    return moved(exc, context) if routing.moving(exc) else lost(exc, context)
-
-
-MOVING_PAUSE_S = (0.05, 0.5)
-"""The first and the longest pause before sending again while a slot moves (doubling)."""
-MOVING_QUIET_S = 5.0
-"""A resharding is logged once (INFO) until no slot moved for this long."""
-
-
-class Moves:
-    """What both executors do while the cluster moves a slot (a resharding): the operation
-    is sent again after a short pause (on a fresh slot map), for at most `limit_s`
-    (`reconnect_timeout_s`). MOVED, ASK and TRYAGAIN mean it did not run; a script stopped
-    at a key already moved ("non local key") keeps the writes it made before that call, so
-    an operation sent with `retry` is one that may run twice, as after a lost reply, and a
-    reader's (without) attaches again first. Logged as what it is, once per resharding,
-    never as a lost connection: the connection state does not change."""
-
-    def __init__(self) -> None:
-        self._last = -MOVING_QUIET_S
-
-    def note(self, exc: SlotMovingError) -> None:
-        now = time.monotonic()
-        quiet = now - self._last < MOVING_QUIET_S
-        self._last = now
-        log.log(logging.DEBUG if quiet else logging.INFO, "resharding: %s; sending again", exc)
-
-    @staticmethod
-    def pauses(limit_s: float) -> Iterator[float]:
-        """The pauses of one operation's retries, with jitter, ending past `limit_s`."""
-        first, most = MOVING_PAUSE_S
-        end = time.monotonic() + limit_s
-        delay = first
-        while time.monotonic() < end:
-            yield delay * random.uniform(0.5, 1.5)
-            delay = min(delay * 2, most)
-
-
-def unheard(context: str) -> ConnectionLostError:
-    where = f"{context}: " if context else ""
-    return ConnectionLostError(f"{where}the server has not answered since the connection was lost")
 
 
 def wire(op: Op[Any]) -> tuple[Any, ...]:
@@ -107,11 +51,15 @@ def parse_all(ops: Sequence[Op[Any]], replies: Sequence[Any]) -> list[Any]:
     """Replies of a pipeline (error replies as `ResponseError`s) parsed in order; the first
     error not tolerated by its operation raised as ours. Shared by both executors."""
     for op, reply in zip(ops, replies, strict=True):
-        if isinstance(reply, ResponseError) and routing.moving(reply):
-            raise moved(reply, op.context) from reply
-        if isinstance(reply, ResponseError) and error_word(reply)[0] not in op.tolerate:
-            raise translate(reply, op.context, op.script) from None
+        if isinstance(reply, ResponseError) and not tolerated(op, reply):
+            raise error_for(reply, op.context, op.script) from None
     return [op.parse(reply) for op, reply in zip(ops, replies, strict=True)]
+
+
+def tolerated(op: Op[Any], reply: ResponseError) -> bool:
+    """An error reply that goes to the operation's parser: one of its `tolerate` words,
+    never an outage or a moving slot."""
+    return error_word(reply)[0] in op.tolerate and not transient(reply)
 
 
 class Executor:
@@ -158,21 +106,15 @@ class Executor:
         """Send one operation and parse its reply; our errors for error replies.
 
         With `retry`, a lost connection is waited out (see `recover`) and the operation
-        sent again; without, `ConnectionLostError` is raised at once.
+        sent again; without, `ConnectionLostError` is raised at once (`link.attempts`).
         """
         self.link.check_open()
-        pauses: Iterator[float] | None = None
-        while True:
-            self._heard(retry, op.context)
+        if self.link.connected:  # the way almost every call goes: once, no plan
             try:
                 return self._run_once(op)
-            except SlotMovingError as exc:
-                pauses = self._moving(exc, retry, pauses)
-            except ConnectionLostError:
-                if not retry:
-                    self.lost_connection()
-                    raise
-                self.recover()
+            except ConnectionLostError as exc:
+                return self._retrying(lambda: self._run_once(op), retry, op.context, exc)  # type: ignore[no-any-return]
+        return self._retrying(lambda: self._run_once(op), retry, op.context)  # type: ignore[no-any-return]
 
     def run_all(self, ops: Sequence[Op[Any]], *, retry: bool = True) -> list[Any]:
         """Send operations in one pipeline (one round trip), in order; parsed replies.
@@ -182,46 +124,34 @@ class Executor:
         again, so nothing else in the pipeline runs twice. `retry` as for `run`.
         """
         self.link.check_open()
-        pauses: Iterator[float] | None = None
-        while True:
-            self._heard(retry, ops[0].context if ops else "")
+        context = ops[0].context if ops else ""
+        if self.link.connected:
             try:
                 return self._run_all_once(ops)
-            except SlotMovingError as exc:
-                pauses = self._moving(exc, retry, pauses)
-            except ConnectionLostError:
-                if not retry:
-                    self.lost_connection()
-                    raise
-                self.recover()
+            except ConnectionLostError as exc:
+                return self._retrying(lambda: self._run_all_once(ops), retry, context, exc)  # type: ignore[no-any-return]
+        return self._retrying(lambda: self._run_all_once(ops), retry, context)  # type: ignore[no-any-return]
 
-    def _moving(
-        self, exc: SlotMovingError, retry: bool, pauses: Iterator[float] | None
-    ) -> Iterator[float]:
-        """A slot moving (`Moves`): a fresh slot map, then a pause before sending again.
-        Without `retry` it raises after the pause, and readers attach again (the epoch
-        changes), as after a reconnection: other operations of a pipeline may have run."""
-        self.moves.note(exc)
-        if isinstance(self.redis, cluster.RedisCluster):
-            cluster.refresh(self.redis)
-        if pauses is None:
-            pauses = Moves.pauses(self.link.reconnect_timeout_s if retry else 1.0)
-        pause = next(pauses, None)
-        if pause is None:
-            raise exc
-        time.sleep(pause)
-        if not retry:
-            self.link.reloaded()
-            raise exc
-        return pauses
+    def _retrying(
+        self,
+        once: Callable[[], Any],
+        retry: bool,
+        context: str,
+        failed: ConnectionLostError | None = None,
+    ) -> Any:
+        """`once` through an outage or a moving slot: `link.attempts`, carried out blocking."""
+        plan = attempts(self.link, self.moves, retry, context, failed)
+        return walk(plan, functools.partial(self._step, once))
 
-    def _heard(self, retry: bool, context: str) -> None:
-        """In an outage nothing goes over the pool before the probe has heard the server:
-        a connection opened into a black hole would hold its caller for the whole socket
-        timeout, and no heartbeat interrupts it then (they interrupt once, at the start).
-        With `retry` the outage is waited out; without, one probe is all."""
-        if not self.link.connected and not self.recover(None if retry else time.monotonic()):
-            raise unheard(context)
+    def _step(self, once: Callable[[], Any], step: Step) -> Any:
+        if isinstance(step, Attempt):
+            return once()
+        if isinstance(step, Pause):
+            if isinstance(self.redis, cluster.RedisCluster):
+                cluster.refresh(self.redis)  # where the moving slot's keys are now
+            time.sleep(step.seconds)
+            return None
+        return self.recover(step.until)
 
     def _run_once(self, op: Op[T]) -> T:
         try:
@@ -230,14 +160,12 @@ class Executor:
             except NoScriptError:
                 self._reloaded()
                 reply = self._send(op)
-        except LOST as exc:  # first: a cluster's CLUSTERDOWN is also a ResponseError
-            raise failed(exc, op.context) from exc
         except ResponseError as exc:
-            if routing.moving(exc):
-                raise moved(exc, op.context) from exc
-            if error_word(exc)[0] not in op.tolerate:
-                raise translate(exc, op.context, op.script) from None
+            if not tolerated(op, exc):
+                raise error_for(exc, op.context, op.script) from None
             reply = kept(exc)
+        except RedisError as exc:  # a broken connection: `verdicts` says which outage
+            raise error_for(exc, op.context) from None
         return op.parse(reply)
 
     def _run_all_once(self, ops: Sequence[Op[Any]]) -> list[Any]:
@@ -250,12 +178,8 @@ class Executor:
                 if isinstance(reply, NoScriptError):
                     self._reloaded()
                     replies[i] = self._send_capturing(ops[i])
-        except LOST as exc:
-            raise failed(exc, context) from exc
-        except ResponseError as exc:  # a script stopped at a moved key (`routing.pipeline`)
-            if routing.moving(exc):
-                raise moved(exc, context) from exc
-            raise
+        except RedisError as exc:  # an outage, or a script stopped at a moved key
+            raise error_for(exc, context) from None
         return parse_all(ops, replies)
 
     # The two senders ask whether there are direct connections, not `isinstance` of
@@ -310,10 +234,8 @@ class Executor:
             for name in scripts.NAMES:
                 pipe.script_load(scripts.source(name))
             pipe.execute()
-        except LOST as exc:
-            raise lost(exc, "loading scripts") from exc
-        except ResponseError as exc:
-            raise translate(exc, "loading scripts") from None
+        except RedisError as exc:
+            raise error_for(exc, "loading scripts") from None
 
     def _reloaded(self) -> None:
         """The server lost its scripts (a restart or failover the pool did not notice):
@@ -391,14 +313,4 @@ class Executor:
             self._probe.close()
 
 
-__all__ = [
-    "Executor",
-    "Moves",
-    "State",
-    "failed",
-    "lost",
-    "moved",
-    "parse_all",
-    "unheard",
-    "wire",
-]
+__all__ = ["Executor", "State", "parse_all", "tolerated", "wire"]

@@ -1,11 +1,15 @@
-"""What both executors know of their connection, and how long they wait in an outage.
+"""What both executors know of their connection, and how they send through an outage.
 
 "connected", "reconnecting" (since when) or "closed"; the epoch, incremented at every
 reconnection and script reload (readers that keep a position on the server compare it
-with theirs and attach again); who to tell of a change of state; and the pauses of one
+with theirs and attach again); who to tell of a change of state; the pauses of one
 recovery: exponential backoff with jitter, bounded by `reconnect_timeout_s` from the
 start of the outage (then the state is "closed" and `ConnectionLostError` is raised).
 The sync executor guards it with a lock (many threads send); the asyncio one needs none.
+
+And the recover-and-retry loop itself, written once (`attempts`): a plan of steps (send
+once, pause while a slot moves, wait for the server) that each executor carries out, one
+blocking and one awaiting, as it drives flows.
 """
 
 from __future__ import annotations
@@ -13,11 +17,12 @@ from __future__ import annotations
 import logging
 import random
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from contextlib import AbstractContextManager, nullcontext
-from typing import Any, Literal
+from dataclasses import dataclass
+from typing import Any, Literal, TypeVar
 
-from .errors import ClientClosedError, ConnectionLostError
+from .errors import ClientClosedError, ConnectionLostError, SlotMovingError
 
 log = logging.getLogger("durables.executor")
 State = Literal["connected", "reconnecting", "closed"]
@@ -129,4 +134,126 @@ class Link:
             delay = min(delay * 2, MAX_BACKOFF_S)
 
 
-__all__ = ["FIRST_BACKOFF_S", "MAX_BACKOFF_S", "Link", "State", "StateListener"]
+MOVING_PAUSE_S = (0.05, 0.5)
+"""The first and the longest pause before sending again while a slot moves (doubling)."""
+MOVING_QUIET_S = 5.0
+"""A resharding is logged once (INFO) until no slot moved for this long."""
+
+
+class Moves:
+    """What both executors do while the cluster moves a slot (a resharding): the operation
+    is sent again after a short pause (on a fresh slot map), for at most `limit_s`
+    (`reconnect_timeout_s`). MOVED, ASK and TRYAGAIN mean it did not run; a script stopped
+    at a key already moved ("non local key") keeps the writes it made before that call, so
+    an operation sent with `retry` is one that may run twice, as after a lost reply, and a
+    reader's (without) attaches again first. Logged as what it is, once per resharding,
+    never as a lost connection: the connection state does not change."""
+
+    def __init__(self) -> None:
+        self._last = -MOVING_QUIET_S
+
+    def note(self, exc: SlotMovingError) -> None:
+        now = time.monotonic()
+        quiet = now - self._last < MOVING_QUIET_S
+        self._last = now
+        log.log(logging.DEBUG if quiet else logging.INFO, "resharding: %s; sending again", exc)
+
+    @staticmethod
+    def pauses(limit_s: float) -> Iterator[float]:
+        """The pauses of one operation's retries, with jitter, ending past `limit_s`."""
+        first, most = MOVING_PAUSE_S
+        end = time.monotonic() + limit_s
+        delay = first
+        while time.monotonic() < end:
+            yield delay * random.uniform(0.5, 1.5)
+            delay = min(delay * 2, most)
+
+
+@dataclass(frozen=True, slots=True)
+class Attempt:
+    """Step: send the operation(s) once; the parsed replies, or the error thrown in."""
+
+
+@dataclass(frozen=True, slots=True)
+class Pause:
+    """Step: the slot is moving: wait `seconds` (a sync cluster client reads its slot map
+    again first); nothing is given back."""
+
+    seconds: float
+
+
+@dataclass(frozen=True, slots=True)
+class Reconnect:
+    """Step: wait until the server answers again (`Executor.recover(until)`); whether it
+    did before the monotonic time `until` (None: within `reconnect_timeout_s`, or raise)."""
+
+    until: float | None
+
+
+Step = Attempt | Pause | Reconnect
+ATTEMPT = Attempt()
+T = TypeVar("T")
+
+
+def unheard(context: str) -> ConnectionLostError:
+    where = f"{context}: " if context else ""
+    return ConnectionLostError(f"{where}the server has not answered since the connection was lost")
+
+
+def attempts(
+    link: Link,
+    moves: Moves,
+    retry: bool,
+    context: str,
+    failed: ConnectionLostError | None = None,
+) -> Generator[Step, Any, Any]:
+    """The recover-and-retry loop of one call, for both executors: send once; when the
+    server is away (`ConnectionLostError`), wait it out and send again (with `retry`) or
+    raise (without: a reader attaches again first); when a slot moves (`SlotMovingError`),
+    pause and send again (without `retry`: after one pause, the epoch changed). In an
+    outage nothing is sent before the server was heard (a connection opened into a black
+    hole would hold its caller for the whole socket timeout). `failed`: the first attempt,
+    made by the caller on its fast path, failed so."""
+    pauses: Iterator[float] | None = None
+    while True:
+        if failed is None:
+            if not link.connected and not (yield Reconnect(None if retry else time.monotonic())):
+                raise unheard(context)
+            try:
+                return (yield ATTEMPT)
+            except ConnectionLostError as raised:
+                failed = raised
+        error, failed = failed, None
+        if isinstance(error, SlotMovingError):
+            moves.note(error)
+            if pauses is None:
+                pauses = Moves.pauses(link.reconnect_timeout_s if retry else 1.0)
+            pause = next(pauses, None)
+            if pause is None:
+                raise error
+            yield Pause(pause)
+            if not retry:
+                link.reloaded()  # other operations of a pipeline may have run: attach again
+                raise error
+        elif not retry:
+            link.lost()
+            raise error
+        else:
+            yield Reconnect(None)
+
+
+__all__ = [
+    "ATTEMPT",
+    "FIRST_BACKOFF_S",
+    "MAX_BACKOFF_S",
+    "Attempt",
+    "Link",
+    "Moves",
+    "Pause",
+    "Reconnect",
+    "State",
+    "StateListener",
+    "Step",
+    "attempts",
+    "unheard",
+]

@@ -12,8 +12,8 @@ from .events import Batch, Encoded, pack
 from .ops import channels as channel_ops
 from .ops import server as server_ops
 from .ops.flows import Flow, run, send
-from .replies import FULL_ADVICE
 from .retention import trim_channel
+from .verdicts import FULL_ADVICE
 
 if TYPE_CHECKING:
     from .context import BaseContext

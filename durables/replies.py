@@ -1,63 +1,19 @@
-"""Reading server replies: our errors for error replies (by prefix), stream read replies.
+"""Reading server replies: stream reads as they came, error replies split into their word.
 
-Lua scripts report expected failures as error replies that start with a word
-(`NOCHANNEL`, `INUSE`, ...); Redis itself uses `NOGROUP`, `BUSYGROUP`, `NOPERM`.
-Translation is by that word, never by swallowing every `ResponseError`. Pure: the
-executor calls these on what came back.
+What an error reply means (an outage, a refusal, a full server, one of our scripts'
+answers) is `durables.verdicts`'s to decide. Pure: the executor calls these on what came
+back.
 """
 
 from __future__ import annotations
 
-import re
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from redis.exceptions import NoPermissionError, OutOfMemoryError, ResponseError
-
-from .errors import (
-    AccessDeniedError,
-    ChannelFullError,
-    ChannelNotFound,
-    ConnectionLostError,
-    DurableInUseError,
-    DurableNotFound,
-    DurablesError,
-    InvalidStartError,
-    LeaseLostError,
-    ReplicationError,
-    ServerFullError,
-    StalePublishError,
-)
-from .scripts import commands_of
+from redis.exceptions import ResponseError
 
 if TYPE_CHECKING:
     from redis import Redis
     from redis.cluster import RedisCluster
-
-Translate = Callable[[str], DurablesError]
-
-_BY_PREFIX: dict[str, Translate] = {
-    "NOCHANNEL": lambda rest: ChannelNotFound(rest),
-    "NODURABLE": lambda rest: DurableNotFound(rest),
-    "NOGROUP": lambda rest: DurableNotFound(f"no consumer group: {rest}"),
-    "INUSE": lambda rest: DurableInUseError(f"already held by consumer {rest}"),
-    "LEASELOST": lambda rest: LeaseLostError(rest),
-    "DETACHED": lambda rest: LeaseLostError(rest),
-    "FULL": lambda rest: ChannelFullError(f"the channel is at its capacity of {rest} events"),
-    "NOSTART": lambda rest: InvalidStartError(f"start event {rest} does not exist in the channel"),
-    # A publish's copy that landed after its retry had been stored and answered: no caller
-    # waits for it (its connection was given up), so this is seen only by a lost reply.
-    "STALE": lambda rest: StalePublishError(f"publish superseded: {rest}"),
-    # A blocked read on a primary that Sentinel demoted: the connection must be made anew.
-    "UNBLOCKED": lambda rest: ConnectionLostError(f"UNBLOCKED {rest}"),
-    # The server answers nothing else while a script runs past its busy threshold (another
-    # client's, say a Spark sink's commit), nor while it loads its data after a restart:
-    # the command did not run, and is sent again once the server answers, as after an outage.
-    "BUSY": lambda rest: ConnectionLostError(f"the server is busy running a script: BUSY {rest}"),
-    "LOADING": lambda rest: ConnectionLostError(f"the server is loading its data: LOADING {rest}"),
-    # Too few replicas: a server's min-replicas-to-write, or memory://, which has none.
-    "NOREPLICAS": lambda rest: ReplicationError(rest),
-}
 
 
 def error_word(exc: ResponseError) -> tuple[str, str]:
@@ -76,63 +32,6 @@ def kept(exc: E) -> E:
     wait of a shared consumer (a closed tap's read answers NOGROUP), whose full collection
     stalled every consumer in the process for tens of milliseconds."""
     return exc.with_traceback(None)
-
-
-_ACL_COMMAND = re.compile(r"permissions to run the '([^']+)' command")
-_ACL_IN_SCRIPT = ("ACL failure in script", "The user executing the script can't", "NOPERM")
-"""How a script's refused command reads: valkey names the command, Redis 7.0 does not."""
-FULL_ADVICE = (
-    "consumers can still read, acknowledge and housekeep at the limit, so draining the "
-    "backlog (then `durables housekeep`) frees memory; or raise maxmemory, or purge"
-)
-
-
-def refusal(exc: ResponseError, script: str | None = None) -> AccessDeniedError | None:
-    """The ACL refusal `exc` is, naming the command and the rule to add; None if it is not
-    one. A refusal inside a script names the commands that script runs where the server
-    does not say which one it refused."""
-    said = str(exc)
-    if isinstance(exc, NoPermissionError) or said.startswith(_ACL_IN_SCRIPT):
-        named = _ACL_COMMAND.search(said)
-        if named is not None:
-            command = named.group(1)
-            rule = f"+{command}"
-        elif "access" in said and "key" in said:
-            return AccessDeniedError(
-                f"NOPERM {said}: the server's ACL refused a key; the user needs "
-                "`~<namespace>:*` (every key durables makes starts with its namespace)"
-            )
-        elif script is not None:
-            command = " ".join(commands_of(script))
-            rule = " ".join(f"+{c}" for c in commands_of(script))
-        else:
-            command, rule = "", "the command"
-        where = f" (in script {script})" if script else ""
-        return AccessDeniedError(
-            f"NOPERM {said}{where}: the server's ACL refused {command or 'a command'}; "
-            f"add `{rule}` to the user's ACL rules (docs/operations.md lists every command "
-            "durables needs)",
-            command,
-        )
-    return None
-
-
-def translate(exc: ResponseError, context: str = "", script: str | None = None) -> Exception:
-    """Our error for a known reply; the ResponseError itself otherwise (a real failure).
-    `script`: the Lua script that was running, if any (named in ACL refusals)."""
-    err: DurablesError | None = refusal(exc, script)
-    if err is None and isinstance(exc, OutOfMemoryError):  # redis-py strips the OOM word
-        err = ServerFullError(f"the server is at its maxmemory and refuses to store more "
-                              f"({exc}); {FULL_ADVICE}")  # fmt: skip
-    if err is None:
-        word, rest = error_word(exc)
-        make = _BY_PREFIX.get(word)
-        if make is None:
-            return exc
-        err = make(rest)
-    if context:
-        err.args = (f"{context}: {err.args[0]}", *err.args[1:])
-    return err
 
 
 def text(value: bytes | str) -> str:
@@ -174,14 +73,11 @@ def entries_read(reply: Any) -> list[Any]:
 
 __all__ = [
     "AS_SENT",
-    "FULL_ADVICE",
     "as_sent",
     "entries_read",
     "error_word",
     "kept",
     "raw",
-    "refusal",
     "streams_read",
     "text",
-    "translate",
 ]

@@ -3,8 +3,8 @@
 The sync client (`durables.cluster`) and the asyncio client (`durables.aio.cluster`) make
 the same decisions on a cluster; they are here, once:
 
-- which replies are outages (`OUTAGE`): waited out like a lost connection; which say the
-  slot is moving between nodes (`moving`): sent again after a short pause;
+- that a reply meaning an outage or a moving slot (`verdicts.transient`) is raised, not
+  kept as a reply, so the executor waits it out or sends again;
 - which commands go to any one node (`KEYLESS_ANYWHERE`) and which with the command before
   them (`SAME_CONNECTION`);
 - how a pipeline is grouped by node, and what a MOVED or ASK reply in it means (that command
@@ -27,45 +27,14 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeAlias, TypeVar
 
 from redis.crc import key_slot
-from redis.exceptions import (
-    AskError,
-    ClusterDownError,
-    ClusterError,
-    RedisClusterException,
-    ResponseError,
-    TryAgainError,
-)
+from redis.exceptions import AskError, RedisClusterException, ResponseError
 from redis.exceptions import ConnectionError as RedisConnectionError
 
 from .replies import kept
+from .verdicts import transient
 
 T = TypeVar("T")
 N = TypeVar("N", bound=Hashable)
-
-OUTAGE = (ClusterDownError, TryAgainError, ClusterError)
-"""Replies that mean "the cluster cannot serve this slot now": waited out like a lost
-connection (CLUSTERDOWN while a failed primary is not yet replaced; redis-py's "TTL
-exhausted" after it was sent from node to node while slots moved)."""
-
-
-MOVING_TEXT = ("non local key", "during rehashing")
-"""What a reply says when a script stopped at a key already moved to the importing node
-("Attempted to access a non local key in a cluster node script"), or a multi-key command
-found the slot's keys split between two nodes ("TRYAGAIN Multiple keys request during
-rehashing of slot")."""
-
-
-def moving(exc: BaseException) -> bool:
-    """Whether `exc` says the command's slot is moving between nodes (a resharding): MOVED
-    or ASK not followed, TRYAGAIN, redis-py's "TTL exhausted" after following redirections
-    too often, or a script stopped at a moved key. The command did not run (a script: it
-    stopped at that call); sent again after a short pause, it reaches the slot's node once
-    the keys are on one. CLUSTERDOWN is not one: a shard has lost its primary (`OUTAGE`)."""
-    if isinstance(exc, ClusterDownError):
-        return False
-    if isinstance(exc, (AskError, TryAgainError, ClusterError)):  # MovedError is an AskError
-        return True
-    return isinstance(exc, ResponseError) and any(text in str(exc) for text in MOVING_TEXT)
 
 
 def unmapped(exc: RedisClusterException) -> RedisConnectionError:
@@ -153,7 +122,7 @@ def captured(args: Command) -> Plan[Any]:
     try:
         return (yield from send(args))
     except ResponseError as exc:
-        if isinstance(exc, OUTAGE) or moving(exc):
+        if transient(exc):
             raise
         return kept(exc)
 
@@ -166,7 +135,7 @@ def pipeline(commands: Sequence[Command], nodes: Sequence[N | None]) -> Plan[lis
     None where it has none), in order within each node; the replies in order, error replies
     as exceptions. A command answered with MOVED or ASK did not run, so it is sent again
     through the cluster client, which follows the redirection. An outage reply raises, and
-    so does one that says the slot is moving (`moving`)."""
+    so does one that says the slot is moving (`verdicts.transient`)."""
     replies: list[Any] = [None] * len(commands)
     for node, indexes in by_node(commands, nodes).items():
         if node is None:  # keyless: one by one, where the cluster client sends them
@@ -180,7 +149,7 @@ def pipeline(commands: Sequence[Command], nodes: Sequence[N | None]) -> Plan[lis
         if isinstance(reply, AskError):  # MOVED too: it is an AskError
             replies[i] = yield from captured(commands[i])
     for reply in replies:
-        if isinstance(reply, OUTAGE) or (isinstance(reply, ResponseError) and moving(reply)):
+        if isinstance(reply, BaseException) and transient(reply):
             raise reply
     return replies
 
@@ -316,8 +285,6 @@ def state_ok(info: Any) -> bool:
 
 __all__ = [
     "KEYLESS_ANYWHERE",
-    "MOVING_TEXT",
-    "OUTAGE",
     "unmapped",
     "READ_SLICE_MS",
     "SAME_CONNECTION",
@@ -329,7 +296,6 @@ __all__ = [
     "by_node",
     "captured",
     "merge",
-    "moving",
     "pipeline",
     "read_by_slot",
     "read_slot",

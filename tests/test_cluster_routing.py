@@ -17,7 +17,7 @@ from redis.exceptions import (
 )
 from redis.exceptions import ConnectionError as RedisConnectionError
 
-from durables import routing
+from durables import routing, verdicts
 from durables.keys import ChannelKeys
 
 READ = ("XREADGROUP", "GROUP", "~session:s", "c", "COUNT", 10, "BLOCK", 200, "STREAMS")
@@ -108,14 +108,14 @@ def test_replies_of_a_slot_moving_are_told_from_an_outage_and_from_other_errors(
         ClusterError("TTL exhausted."),
         ResponseError(NON_LOCAL),
     ]
-    assert all(routing.moving(exc) for exc in moving)
+    assert all(verdicts.moving(exc) for exc in moving)
     others = [
         ClusterDownError("The cluster is down"),  # a shard without its primary: an outage
         ResponseError("NOGROUP No such key"),
         ResponseError("FULL 100"),
         RedisConnectionError("Connection refused"),
     ]
-    assert not any(routing.moving(exc) for exc in others)
+    assert not any(verdicts.moving(exc) for exc in others)
 
 
 def test_a_pipeline_plan_raises_a_script_stopped_at_a_moved_key() -> None:

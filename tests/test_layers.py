@@ -24,7 +24,7 @@ LAYERS: dict[str, int] = {
     "producers": 1,
     "selector_lexer": 1, "selector_ast": 1, "selector_parser": 1, "selector": 1,
     "events": 1, "replies": 1, "contact": 1, "processes": 1, "server": 1, "server_setup": 1,
-    "scripts": 1, "server_health": 1, "permissions": 1,
+    "scripts": 1, "server_health": 1, "permissions": 1, "verdicts": 1,
     "routing": 1,
     # 2: operations as plain data, and the readers' state machines (no I/O)
     "ops": 2, "ops.base": 2, "ops.channels": 2, "ops.durables": 2, "ops.housekeeping": 2,

@@ -20,8 +20,8 @@ from durables.ops.exclusive import ExclusiveCursor
 from durables.ops.sessions import interest_matches
 from durables.ops.shared import SharedHandout
 from durables.records import DurableSpec, Interest
-from durables.replies import translate
 from durables.selector import compile_filter
+from durables.verdicts import translate
 
 K = keys.ChannelKeys("ns", "orders")
 

@@ -22,19 +22,17 @@ from typing import Any, TypeAlias, TypeVar
 
 import redis.asyncio as aioredis
 from redis.asyncio.cluster import ClusterNode, PipelineCommand, RedisCluster
-from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisClusterException, RedisError
-from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from .. import routing
 from ..ops.flows import walk_awaited
 from ..replies import kept
+from ..verdicts import BROKEN
 from .direct import closed_is_lost
 
 T = TypeVar("T")
 AsyncServer: TypeAlias = "aioredis.Redis | RedisCluster"
 """What the asyncio transport opens: one server's client, or a cluster's."""
-BROKEN = (RedisConnectionError, RedisTimeoutError)
 
 
 async def send(server: RedisCluster, args: Sequence[Any]) -> Any:

@@ -12,19 +12,21 @@ the scripts again and increments `epoch`, so readers attach again. On a cluster 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
-from collections.abc import Coroutine, Iterator, Sequence
+from collections.abc import Coroutine, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from redis.exceptions import NoScriptError, RedisError, ResponseError
 
-from .. import routing, scripts
-from ..errors import ConnectionLostError, SlotMovingError
-from ..executor import LOST, Moves, failed, lost, moved, parse_all, unheard, wire
-from ..link import Link, State, StateListener
+from .. import scripts
+from ..errors import ConnectionLostError
+from ..executor import parse_all, wire
+from ..link import Attempt, Link, Moves, Pause, State, StateListener, Step, attempts
 from ..ops.flows import Effect, Flow, Recover, Send, walk_awaited
-from ..replies import kept, translate
+from ..replies import kept
+from ..verdicts import error_for, meaning
 from . import cluster, transport
 from .direct import AsyncConnections
 
@@ -70,61 +72,33 @@ class AsyncExecutor:
 
     async def run(self, op: Op[T], *, retry: bool = True) -> T:
         """Send one operation and parse its reply (see `Executor.run`)."""
-        self.link.check_open()
-        pauses: Iterator[float] | None = None
-        while True:
-            await self._heard(retry, op.context)
-            try:
-                result: T = (await self._run_all_once([op]))[0]
-                return result
-            except SlotMovingError as exc:
-                pauses = await self._moving(exc, retry, pauses)
-            except ConnectionLostError:
-                if not retry:
-                    self.lost_connection()
-                    raise
-                await self.recover()
+        result: T = (await self.run_all([op], retry=retry))[0]
+        return result
 
     async def run_all(self, ops: Sequence[Op[Any]], *, retry: bool = True) -> list[Any]:
         """Send operations in one pipeline, in order; parsed replies (see `Executor.run_all`)."""
         self.link.check_open()
-        pauses: Iterator[float] | None = None
-        while True:
-            await self._heard(retry, ops[0].context if ops else "")
+        context = ops[0].context if ops else ""
+        failed: ConnectionLostError | None = None
+        if self.link.connected:  # the way almost every call goes: once, no plan
             try:
                 return await self._run_all_once(ops)
-            except SlotMovingError as exc:
-                pauses = await self._moving(exc, retry, pauses)
-            except ConnectionLostError:
-                if not retry:
-                    self.lost_connection()
-                    raise
-                await self.recover()
+            except ConnectionLostError as exc:
+                failed = exc
+        plan = attempts(self.link, self.moves, retry, context, failed)
+        replies: list[Any] = await walk_awaited(plan, functools.partial(self._step, ops))
+        return replies
 
-    async def _moving(
-        self, exc: SlotMovingError, retry: bool, pauses: Iterator[float] | None
-    ) -> Iterator[float]:
-        """A slot moving: a pause, then send again (see `Executor._moving`). The slot map is
-        not read again here: redis-py's asyncio cluster client marks every node's
+    def _step(self, ops: Sequence[Op[Any]], step: Step) -> Any:
+        """A step of `link.attempts`, under way (a coroutine). While a slot moves the slot
+        map is not read again here: redis-py's asyncio cluster client marks every node's
         connections for reconnection at each reading of it (in-flight reads then break, a
         reconnection each), and it learns a slot's new node from the MOVED reply itself."""
-        self.moves.note(exc)
-        if pauses is None:
-            pauses = Moves.pauses(self.link.reconnect_timeout_s if retry else 1.0)
-        pause = next(pauses, None)
-        if pause is None:
-            raise exc
-        await asyncio.sleep(pause)
-        if not retry:
-            self.link.reloaded()
-            raise exc
-        return pauses
-
-    async def _heard(self, retry: bool, context: str) -> None:
-        """In an outage nothing goes over the pool before the probe has heard the server
-        (see `Executor._heard`)."""
-        if not self.link.connected and not await self.recover(None if retry else time.monotonic()):
-            raise unheard(context)
+        if isinstance(step, Attempt):
+            return self._run_all_once(ops)
+        if isinstance(step, Pause):
+            return asyncio.sleep(step.seconds)
+        return self.recover(step.until)
 
     async def _run_all_once(self, ops: Sequence[Op[Any]]) -> list[Any]:
         context = ops[0].context if ops else ""
@@ -140,12 +114,8 @@ class AsyncExecutor:
                     if isinstance(reply, NoScriptError):
                         await self._reloaded()
                         replies[i] = await self._send_capturing(ops[i])
-        except LOST as exc:
-            raise failed(exc, context) from exc
-        except ResponseError as exc:  # a script stopped at a moved key (`routing.pipeline`)
-            if routing.moving(exc):
-                raise moved(exc, context) from exc
-            raise
+        except RedisError as exc:  # an outage, or a script stopped at a moved key
+            raise error_for(exc, context) from None
         return parse_all(ops, replies)
 
     # As the sync executor's: no `isinstance` of `RedisCluster` per round trip (0.85 µs).
@@ -160,7 +130,7 @@ class AsyncExecutor:
                 return await self._direct.call(wire(op))
             return await cluster.send(cast("cluster.RedisCluster", self.redis), wire(op))
         except ResponseError as exc:
-            if isinstance(exc, routing.OUTAGE):  # CLUSTERDOWN: an outage, not a reply
+            if meaning(exc) == "outage":  # CLUSTERDOWN: an outage, not a reply
                 raise
             return kept(exc)  # a slot moving too: `parse_all` raises it as one
 
@@ -196,10 +166,8 @@ class AsyncExecutor:
             for name in scripts.NAMES:
                 pipe.script_load(scripts.source(name))
             await pipe.execute()
-        except LOST as exc:
-            raise lost(exc, "loading scripts") from exc
-        except ResponseError as exc:
-            raise translate(exc, "loading scripts") from None
+        except RedisError as exc:
+            raise error_for(exc, "loading scripts") from None
 
     async def _reloaded(self) -> None:
         await self.load_scripts()

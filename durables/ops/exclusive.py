@@ -27,8 +27,9 @@ from redis.exceptions import ResponseError
 from .. import ids, keys
 from ..errors import LeaseLostError
 from ..events import Event, SeenMessages, event_from_entry
-from ..replies import error_word, streams_read, translate
+from ..replies import error_word, streams_read
 from ..selector import Selector
+from ..verdicts import translate
 from .base import Op, as_bool, command, script
 
 MAX_KNOWN = 1000
