@@ -22,6 +22,7 @@ import durables
 from .cli_support import Cli, exits
 from .conftest import FAST, SERVER_KIND, Connect
 from .conftest import _server as _secure_if_asked
+from .ha_cluster import Cluster
 from .helpers import wait_for
 from .servers import RedisProcess, server_binary
 
@@ -220,3 +221,20 @@ def _drain(client: durables.Client, kind: str) -> list[str]:
             got += [event.id for event in events]
             consumer.commit()
     return got
+
+
+@pytest.mark.cluster
+def test_a_cluster_with_one_evicting_primary_is_refused_naming_it(
+    cluster_server: Cluster, connect: Connect, namespace: str
+) -> None:
+    """Every primary of a cluster is checked, not only the node the URL names."""
+    last = cluster_server.primaries()[-1]
+    with last.client() as node:
+        node.config_set("maxmemory", "500mb")
+        node.config_set("maxmemory-policy", "allkeys-lru")
+        try:
+            with pytest.raises(durables.UnsafeServerError, match=f"cluster node .*:{last.port}"):
+                connect(cluster_server.url, namespace=namespace, **FAST)
+        finally:
+            node.config_set("maxmemory-policy", "noeviction")
+            node.config_set("maxmemory", "0")
