@@ -201,15 +201,28 @@ class DurableCore:
             new = max(0, int(group["lag"]) - planned.events)
         else:  # events a Spark query planned are handed out: counted from after them
             new = yield from self._count_after(planned.last or position)
-        return new + waiting, int(group["pending"]) - waiting + planned.events
+        held = int(group["pending"]) - waiting
+        if self.kind == "exclusive" and self.selector is not None and held:
+            held = yield from self._count_held(position)
+        return new + waiting, held + planned.events
 
-    def _count_after(self, position: str) -> Flow[int]:
-        """Events after `position` that match the filter, counted by the server in slices."""
+    def _count_held(self, position: str) -> Flow[int]:
+        """What a filtered exclusive durable's holder holds: its reads leave the events its
+        filter rejects pending too (acknowledged with the next cumulative ack), so only the
+        matching ones from its oldest pending event to its position count."""
+        oldest = yield from run(ops.oldest_pending(self.keys, self.name))
+        if oldest is None:
+            return 0
+        return (yield from self._count_after(ids.previous(oldest), until=position))
+
+    def _count_after(self, position: str, until: str = "+") -> Flow[int]:
+        """Events after `position` (up to `until`) that match the filter, counted by the
+        server in slices."""
         tree = json.dumps(self.selector.to_json() if self.selector else ["lit", True])
         count = 0
         while position:
             found, position = yield from run(
-                ops.count_matching(self.keys, self.name, tree, position)
+                ops.count_matching(self.keys, self.name, tree, position, until)
             )
             count += found
         return count

@@ -43,12 +43,19 @@ class DurableFigures:
     lag: int | None
     """Entries its consumer group has not read yet (None: the server cannot tell)."""
     oldest_unacked_age_s: float
-    """Age of its oldest delivered and unacknowledged event; 0 when none is."""
+    """Age of its oldest event not acknowledged, handed out or not (by its publish time,
+    on the server's clock); 0 when it has acknowledged everything."""
     dead_letters: int
     windows: dict[str, int] = field(default_factory=dict)
     """Shared and serial durables: each attached consumer's window."""
     acknowledged: int | None = None
     """Events its group read and no longer holds pending: a counter, for a rate out."""
+    delivered: int | None = None
+    """Events its group ever read (the server's `entries-read`): a counter."""
+    redelivered_pending: int = 0
+    """Pending events that were delivered before (redelivery count above zero)."""
+    counters: dict[str, int] = field(default_factory=dict)
+    """What the server-side scripts counted for it (`acked`, `redelivered`, `dead`)."""
 
 
 @dataclass(frozen=True)
@@ -77,6 +84,9 @@ class SessionFigures:
     """Its queue limit while away, when larger."""
     keepalive_left_s: float | None
     """While away: seconds until it expires; None while live."""
+    state: str = "live"
+    """'live', 'away' (within its keep-alive) or 'expired' (past it, even before
+    housekeeping discards it)."""
 
 
 @dataclass(frozen=True)
@@ -136,22 +146,45 @@ def _channel(
         ops += [command("XPENDING", k.stream, d.name, parse=same, tolerate=_GONE),
                 command("XLEN", k.dead(d.name), parse=int),
                 command("HGETALL", k.members(d.name), parse=_windows),
-                command("HGETALL", k.planned(d.name), parse=same)]  # fmt: skip
+                command("HGETALL", k.planned(d.name), parse=same),
+                command("HLEN", k.redeliveries(d.name), parse=int)]  # fmt: skip
     replies = yield from send(ops)
     stream, retained, groups = replies[:3]
-    durables = []
+    present = []
     for n, d in enumerate(found):
-        pending, dead, windows, batches = replies[3 + 4 * n : 7 + 4 * n]
         group = next((g for g in groups if text(g["name"]) == d.name), None)
-        if group is None:  # deleted meanwhile
-            continue
-        planned = planned_after(batches, text(group["last-delivered-id"]))
+        if group is not None:  # else deleted meanwhile
+            present.append((d, group, *replies[3 + 5 * n : 8 + 5 * n]))
+    positions = [planned_after(p[5], text(p[1]["last-delivered-id"])) for p in present]
+    reads = [_first_after(k, planned.last or text(p[1]["last-delivered-id"]))
+             for p, planned in zip(present, positions, strict=True)]  # fmt: skip
+    firsts = (yield from send(reads)) if reads else []
+    durables = []
+    for (d, group, pending, dead, windows, _, redelivered), planned, first in zip(
+        present, positions, firsts, strict=True
+    ):
         durables.append(DurableFigures(
-            d, _lag(group, planned), _age_s(pending, now_ms, planned), int(dead),
+            d, _lag(group, planned), _age_s(pending, now_ms, planned, first), int(dead),
             windows if d.kind != "exclusive" else {}, _acknowledged(group),
+            _delivered(group), int(redelivered),
         ))  # fmt: skip
     return ChannelFigures(channel, int(stream.get("entries-added") or 0), retained,
                           durables), groups  # fmt: skip
+
+
+def _first_after(k: ChannelKeys, position: str) -> Op[str | None]:
+    """The id of the first event after `position`: the oldest a durable was not handed."""
+    return command("XRANGE", k.stream, "(" + position, "+", "COUNT", 1, parse=_first_id,
+                   tolerate=_GONE)  # fmt: skip
+
+
+def _first_id(reply: Any) -> str | None:
+    return text(reply[0][0]) if isinstance(reply, list) and reply else None
+
+
+def _delivered(group: dict[str, Any]) -> int | None:
+    read_count = group.get("entries-read")
+    return None if read_count is None else int(read_count)
 
 
 _GONE = frozenset({"NOGROUP", "no"})
@@ -206,10 +239,11 @@ def _acknowledged(group: dict[str, Any]) -> int | None:
     return None if read_count is None else max(0, int(read_count) - int(group["pending"]))
 
 
-def _age_s(pending: Any, now_ms: int, planned: Planned) -> float:
+def _age_s(pending: Any, now_ms: int, planned: Planned, first: str | None = None) -> float:
     """Seconds since the oldest unacknowledged event was published: the oldest pending one
-    of an `XPENDING` summary, or of a batch a Spark query planned."""
-    oldest = [planned.first] if planned.first else []
+    of an `XPENDING` summary, of a batch a Spark query planned, or the first one not handed
+    out yet (`first`), whichever is older."""
+    oldest = [i for i in (planned.first, first) if i]
     if isinstance(pending, dict) and pending.get("pending") and pending.get("min") is not None:
         oldest.append(text(pending["min"]))
     if not oldest:
@@ -241,7 +275,8 @@ def _session(
             limits.append(text(stored))
     max_depth, dmax = _limits(limits)
     left = None if live else max(0.0, (record.away_since() + record.timeout_ms - now_ms) / 1000)
-    return SessionFigures(record, live, depth, max_depth, dmax, left)
+    state = "live" if live else "expired" if record.expired(now_ms) else "away"
+    return SessionFigures(record, live, depth, max_depth, dmax, left, state)
 
 
 def _limits(stored: list[str]) -> tuple[int | None, int | None]:

@@ -38,11 +38,11 @@ def test_figures_show_windows_holder_lag_and_the_oldest_unacknowledged_age(
         exclusive = found["audit"]
         assert exclusive.windows == {}
         assert [c.split("@")[0] for c in exclusive.info.consumers] == ["a1"]
-        assert exclusive.lag == 5 and exclusive.oldest_unacked_age_s == 0.0
+        assert exclusive.lag == 5 and exclusive.oldest_unacked_age_s >= 0.3  # not handed out
         worker.commit()
     after = {d.info.name: d for d in client.figures().channels[0].durables}
     assert after["billing"].acknowledged == 2
-    assert after["billing"].oldest_unacked_age_s == 0.0
+    assert after["billing"].oldest_unacked_age_s >= 0.3  # three events not handed out yet
     assert figures.server.get("redis_version")
     assert figures.server_ms > 0
 
@@ -85,3 +85,34 @@ def test_an_operator_closes_a_session_from_outside(client: durables.Client) -> N
     assert client.sessions() == []
     assert "'away' was closed by the night shift" in client.alerts(1)[0]["message"]
     assert client.discard_session("away") is False
+
+
+def test_the_oldest_age_counts_events_not_handed_out_and_a_filter_holds_only_matches(
+    client: durables.Client,
+) -> None:
+    orders = client.channel("orders")
+    orders.durable("idle", start="earliest")  # no consumer: nothing handed out
+    eu = orders.durable("eu", kind="exclusive", start="earliest", filter="region = 'eu'")
+    orders.publish_many([durables.Message(b"%d" % i, properties={"region": region})
+                         for i, region in enumerate(["eu", "us", "us", "eu", "us"])])  # fmt: skip
+    with eu.consumer("e1") as holder:
+        assert len(fetch_all(holder, 2)) == 2  # the two eu events, held unacknowledged
+        time.sleep(0.5)
+        found = {d.info.name: d for d in client.figures().channels[0].durables}
+        assert found["idle"].oldest_unacked_age_s >= 0.5
+        assert found["idle"].lag == 5 and found["idle"].info.transaction_depth == 0
+        assert found["eu"].info.transaction_depth == 2
+        assert eu.transaction_depth() == 2
+
+
+def test_a_session_past_its_keepalive_shows_expired_before_housekeeping(
+    client: durables.Client,
+) -> None:
+    prices = client.channel("prices")
+    session = client.session("brief", timeout=1)
+    session.register_interest("prices")
+    session.close(keepalive=True)
+    prices.publish(b"x")
+    time.sleep(1.2)
+    (away,) = client.figures().sessions
+    assert (away.state, away.keepalive_left_s, away.queue_depth) == ("expired", 0.0, 1)
