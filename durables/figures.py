@@ -23,7 +23,7 @@ from .ids import key as id_key
 from .keys import session_group
 from .ops import channels as channel_ops
 from .ops.base import Op, command, same
-from .ops.durables import Planned, planned_after
+from .ops.durables import Planned, count_matching, planned_after
 from .ops.flows import Flow, run, send
 from .records import ChannelInfo, DurableInfo, SessionRecord
 from .replies import text
@@ -54,8 +54,9 @@ class DurableFigures:
     """Events its group ever read (the server's `entries-read`): a counter."""
     redelivered_pending: int = 0
     """Pending events that were delivered before (redelivery count above zero)."""
-    counters: dict[str, int] = field(default_factory=dict)
-    """What the server-side scripts counted for it (`acked`, `redelivered`, `dead`)."""
+    dead_lettered: int = 0
+    """Events ever moved to its dead letters (the dead-letter stream's entries-added): a
+    counter."""
 
 
 @dataclass(frozen=True)
@@ -68,6 +69,12 @@ class ChannelFigures:
     retained_bytes: int | None
     """What the stream takes in the server's memory (None: the server would not say)."""
     durables: list[DurableFigures]
+    counters: dict[str, int] = field(default_factory=dict)
+    """What the channel's scripts counted (counters): 'duplicates' (publishes not stored
+    again), 'dropped:capacity', 'dropped:ttl', 'dropped:purge' (events removed before
+    every durable acknowledged them)."""
+    first_ms: int | None = None
+    """When its oldest retained event was published (None: it holds none)."""
 
 
 @dataclass(frozen=True)
@@ -95,17 +102,59 @@ class Figures:
 
     server_ms: int
     server: dict[str, object]
-    """`INFO server` and `INFO memory` fields (version, uptime, used memory)."""
+    """`INFO server`, `memory`, `persistence` and `replication` fields (version, uptime,
+    used memory, ...); `health` reads them."""
     channels: list[ChannelFigures]
     sessions: list[SessionFigures]
     alerts: list[dict[str, Any]]
 
 
+@dataclass(frozen=True)
+class ServerHealth:
+    """What an operator checks of the server itself, read from `INFO memory`,
+    `persistence` and `replication` (a pure reader: `health(Figures.server)`)."""
+
+    used_memory: int
+    maxmemory: int
+    """0: no limit."""
+    policy: str
+    """The eviction policy; anything but 'noeviction' can remove durables' keys."""
+    aof: bool
+    rdb_changes_since_save: int | None
+    role: str
+    replicas: int
+
+    @property
+    def memory_ratio(self) -> float | None:
+        """Used over max memory (None: no limit)."""
+        return self.used_memory / self.maxmemory if self.maxmemory else None
+
+
+def health(server: dict[str, object]) -> ServerHealth:
+    """The health figures of parsed `INFO` fields (missing ones read as unknown or 0)."""
+
+    def number(name: str) -> int:
+        value = server.get(name)
+        return int(value) if isinstance(value, int | float | str) and str(value).isdigit() else 0
+
+    changes = server.get("rdb_changes_since_last_save")
+    return ServerHealth(
+        used_memory=number("used_memory"),
+        maxmemory=number("maxmemory"),
+        policy=str(server.get("maxmemory_policy", "unknown")),
+        aof=number("aof_enabled") == 1,
+        rdb_changes_since_save=int(changes) if isinstance(changes, int) else None,
+        role=str(server.get("role", "unknown")),
+        replicas=number("connected_slaves"),
+    )
+
+
 def read_figures(ctx: BaseContext, alert_count: int = 20) -> Flow[Figures]:
     """Read everything at once: a few round trips per channel, none per event."""
-    info, memory = yield from send(
-        [command("INFO", "server", parse=dict), command("INFO", "memory", parse=dict)]
-    )
+    sections = yield from send(
+        [command("INFO", section, parse=dict)
+         for section in ("server", "memory", "persistence", "replication")]
+    )  # fmt: skip
     now_ms = yield from session_store.server_ms(ctx)
     names = yield from run(channel_ops.names(ctx.namespace))
     channels: list[ChannelFigures] = []
@@ -121,7 +170,10 @@ def read_figures(ctx: BaseContext, alert_count: int = 20) -> Flow[Figures]:
     for record in (yield from session_store.records(ctx)):
         sessions.append((yield from _session(ctx, record, groups, now_ms)))
     alerts = (yield from session_store.alerts(ctx, alert_count)) if alert_count else []
-    return Figures(now_ms, {**info, **memory}, channels, sessions, alerts)
+    server: dict[str, object] = {}
+    for section in sections:
+        server.update(section)
+    return Figures(now_ms, server, channels, sessions, alerts)
 
 
 def _channel_infos(ctx: BaseContext, names: Sequence[str]) -> Flow[list[ChannelInfo]]:
@@ -141,35 +193,47 @@ def _channel(
     ctx: BaseContext, channel: ChannelInfo, found: Sequence[DurableInfo], now_ms: int
 ) -> Flow[tuple[ChannelFigures, list[dict[str, Any]]]]:
     k = ctx.keys(channel.name)
-    ops: list[Op[Any]] = [_stream(k), _memory(k.stream), _groups(k)]
+    ops: list[Op[Any]] = [_stream(k), _memory(k.stream), _groups(k),
+                          command("HMGET", k.meta, *COUNTERS, parse=_counters)]  # fmt: skip
     for d in found:
         ops += [command("XPENDING", k.stream, d.name, parse=same, tolerate=_GONE),
-                command("XLEN", k.dead(d.name), parse=int),
+                command("XINFO STREAM", k.dead(d.name), parse=_dict_or_empty, tolerate=_GONE),
                 command("HGETALL", k.members(d.name), parse=_windows),
                 command("HGETALL", k.planned(d.name), parse=same),
                 command("HLEN", k.redeliveries(d.name), parse=int)]  # fmt: skip
     replies = yield from send(ops)
-    stream, retained, groups = replies[:3]
+    stream, retained, groups, counters = replies[:4]
     present = []
     for n, d in enumerate(found):
         group = next((g for g in groups if text(g["name"]) == d.name), None)
         if group is not None:  # else deleted meanwhile
-            present.append((d, group, *replies[3 + 5 * n : 8 + 5 * n]))
+            present.append((d, group, *replies[4 + 5 * n : 9 + 5 * n]))
     positions = [planned_after(p[5], text(p[1]["last-delivered-id"])) for p in present]
     reads = [_first_after(k, planned.last or text(p[1]["last-delivered-id"]))
              for p, planned in zip(present, positions, strict=True)]  # fmt: skip
     firsts = (yield from send(reads)) if reads else []
-    durables = []
+    durables, added = [], int(stream.get("entries-added") or 0)
     for (d, group, pending, dead, windows, _, redelivered), planned, first in zip(
         present, positions, firsts, strict=True
     ):
         durables.append(DurableFigures(
-            d, _lag(group, planned), _age_s(pending, now_ms, planned, first), int(dead),
-            windows if d.kind != "exclusive" else {}, _acknowledged(group),
-            _delivered(group), int(redelivered),
+            d, _lag(group, planned), _age_s(pending, now_ms, planned, first),
+            int(dead.get("length") or 0), windows if d.kind != "exclusive" else {},
+            _acknowledged(group, added), _delivered(group, added), int(redelivered),
+            int(dead.get("entries-added") or 0),
         ))  # fmt: skip
-    return ChannelFigures(channel, int(stream.get("entries-added") or 0), retained,
-                          durables), groups  # fmt: skip
+    oldest = stream.get("first-entry")
+    first_ms = id_key(text(oldest[0]))[0] if oldest else None
+    return ChannelFigures(channel, added, retained,
+                          durables, counters, first_ms), groups  # fmt: skip
+
+
+COUNTERS = ("duplicates", "dropped:capacity", "dropped:ttl", "dropped:purge")
+"""The counters the channel's scripts keep in its meta hash."""
+
+
+def _counters(reply: Any) -> dict[str, int]:
+    return {name: int(value or 0) for name, value in zip(COUNTERS, reply or (), strict=False)}
 
 
 def _first_after(k: ChannelKeys, position: str) -> Op[str | None]:
@@ -182,9 +246,14 @@ def _first_id(reply: Any) -> str | None:
     return text(reply[0][0]) if isinstance(reply, list) and reply else None
 
 
-def _delivered(group: dict[str, Any]) -> int | None:
+def _delivered(group: dict[str, Any], added: int) -> int | None:
+    """Events the group ever read: its entries-read, or (a group placed with an id, whose
+    count the server does not keep) the events ever added less those it has not read."""
     read_count = group.get("entries-read")
-    return None if read_count is None else int(read_count)
+    if read_count is not None:
+        return int(read_count)
+    lag = group.get("lag")
+    return None if lag is None else max(0, added - int(lag))
 
 
 _GONE = frozenset({"NOGROUP", "no"})
@@ -234,8 +303,9 @@ def _lag(group: dict[str, Any], planned: Planned | None = None) -> int | None:
     return max(0, int(lag) - (planned.events if planned else 0))
 
 
-def _acknowledged(group: dict[str, Any]) -> int | None:
-    read_count = group.get("entries-read")
+def _acknowledged(group: dict[str, Any], added: int | None = None) -> int | None:
+    """Events the group read and no longer holds pending."""
+    read_count = group.get("entries-read") if added is None else _delivered(group, added)
     return None if read_count is None else max(0, int(read_count) - int(group["pending"]))
 
 
@@ -267,7 +337,7 @@ def _session(
     for channel in record.interests:
         group = next((g for g in groups.get(channel, ()) if text(g["name"]) == name), None)
         if group is not None:
-            depth += int(group["pending"]) + (_lag(group) or 0)
+            depth += int(group["pending"]) + (yield from _unread(ctx, channel, group))
         stored = yield from run(
             command("HGET", ctx.keys(channel).session_limits, record.id, parse=same)
         )
@@ -279,6 +349,25 @@ def _session(
     return SessionFigures(record, live, depth, max_depth, dmax, left, state)
 
 
+def _unread(ctx: BaseContext, channel: str, group: dict[str, Any]) -> Flow[int]:
+    """A group's lag, counted by the server in slices when it does not know it (after an
+    `XGROUP SETID` without `ENTRIESREAD`)."""
+    lag = _lag(group)
+    if lag is not None:
+        return lag
+    k, position, count = ctx.keys(channel), text(group["last-delivered-id"]), 0
+    while position:
+        found, position = yield from run(
+            count_matching(k, text(group["name"]), ANY_EVENT, position)
+        )
+        count += found
+    return count
+
+
+ANY_EVENT = json.dumps(["lit", True])
+"""The syntax tree of a filter every event matches."""
+
+
 def _limits(stored: list[str]) -> tuple[int | None, int | None]:
     for value in stored:
         max_depth, _, rest = value.partition("|")
@@ -288,4 +377,12 @@ def _limits(stored: list[str]) -> tuple[int | None, int | None]:
     return None, None
 
 
-__all__ = ["ChannelFigures", "DurableFigures", "Figures", "SessionFigures", "read_figures"]
+__all__ = [
+    "ChannelFigures",
+    "DurableFigures",
+    "Figures",
+    "ServerHealth",
+    "SessionFigures",
+    "health",
+    "read_figures",
+]
