@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from . import session_store
+from .attachments import ConsumerFigures, attached, scores
 from .channel import ChannelCore, channel_infos
 from .errors import ChannelNotFound, DurableNotFound
 from .ids import key as id_key
@@ -57,6 +58,9 @@ class DurableFigures:
     dead_lettered: int = 0
     """Events ever moved to its dead letters (the dead-letter stream's entries-added): a
     counter."""
+    consumers: list[ConsumerFigures] = field(default_factory=list)
+    """The attached consumers with their host, pid, window, held events, last seen and
+    lease left."""
 
 
 @dataclass(frozen=True)
@@ -75,6 +79,9 @@ class ChannelFigures:
     every durable acknowledged them)."""
     first_ms: int | None = None
     """When its oldest retained event was published (None: it holds none)."""
+    retained_by: str | None = None
+    """What holds its oldest unacknowledged event back: 'durable <name>' or 'session <id>'
+    (None: every durable and session acknowledged everything)."""
 
 
 @dataclass(frozen=True)
@@ -200,32 +207,59 @@ def _channel(
                 command("XINFO STREAM", k.dead(d.name), parse=_dict_or_empty, tolerate=_GONE),
                 command("HGETALL", k.members(d.name), parse=_windows),
                 command("HGETALL", k.planned(d.name), parse=same),
-                command("HLEN", k.redeliveries(d.name), parse=int)]  # fmt: skip
+                command("HLEN", k.redeliveries(d.name), parse=int),
+                command("XINFO CONSUMERS", k.stream, d.name, parse=_list_or_empty,
+                        tolerate=_GONE),
+                command("ZRANGE", k.alive(d.name), 0, -1, "WITHSCORES", parse=scores),
+                command("PTTL", k.lease(d.name), parse=int)]  # fmt: skip
     replies = yield from send(ops)
     stream, retained, groups, counters = replies[:4]
     present = []
     for n, d in enumerate(found):
         group = next((g for g in groups if text(g["name"]) == d.name), None)
         if group is not None:  # else deleted meanwhile
-            present.append((d, group, *replies[4 + 5 * n : 9 + 5 * n]))
+            present.append((d, group, *replies[4 + PER_DURABLE * n : 4 + PER_DURABLE * (n + 1)]))
     positions = [planned_after(p[5], text(p[1]["last-delivered-id"])) for p in present]
     reads = [_first_after(k, planned.last or text(p[1]["last-delivered-id"]))
              for p, planned in zip(present, positions, strict=True)]  # fmt: skip
-    firsts = (yield from send(reads)) if reads else []
+    sessions = [g for g in groups if text(g["name"]).startswith(SESSION_GROUP)]
+    reads += [_first_after(k, text(g["last-delivered-id"])) for g in sessions]
+    reads += [command("XPENDING", k.stream, text(g["name"]), parse=same, tolerate=_GONE)
+              for g in sessions]  # fmt: skip
+    replies = (yield from send(reads)) if reads else []
+    firsts = replies[: len(present)]
     durables, added = [], int(stream.get("entries-added") or 0)
-    for (d, group, pending, dead, windows, _, redelivered), planned, first in zip(
-        present, positions, firsts, strict=True
-    ):
+    holders: list[tuple[tuple[int, int], str]] = []
+    for (d, group, pending, dead, windows, _, redelivered, found_consumers, alive,
+         lease_ms), planned, first in zip(present, positions, firsts, strict=True):  # fmt: skip
+        oldest_id = _oldest_id(pending, planned, first)
+        if oldest_id is not None:
+            holders.append((id_key(oldest_id), f"durable {d.name}"))
         durables.append(DurableFigures(
-            d, _lag(group, planned), _age_s(pending, now_ms, planned, first),
+            d, _lag(group, planned), _age_s(oldest_id, now_ms),
             int(dead.get("length") or 0), windows if d.kind != "exclusive" else {},
             _acknowledged(group, added), _delivered(group, added), int(redelivered),
             int(dead.get("entries-added") or 0),
+            attached(d, windows, found_consumers, alive, lease_ms, now_ms),
         ))  # fmt: skip
+    n = len(sessions)
+    tail = replies[len(present) :]
+    for g, first, pending in zip(sessions, tail[:n], tail[n:], strict=True):
+        oldest_id = _oldest_id(pending, None, first)
+        if oldest_id is not None:
+            holders.append((id_key(oldest_id), f"session {text(g['name'])[len(SESSION_GROUP) :]}"))
     oldest = stream.get("first-entry")
     first_ms = id_key(text(oldest[0]))[0] if oldest else None
-    return ChannelFigures(channel, added, retained,
-                          durables, counters, first_ms), groups  # fmt: skip
+    return ChannelFigures(channel, added, retained, durables, counters, first_ms,
+                          min(holders)[1] if holders else None), groups  # fmt: skip
+
+
+PER_DURABLE = 8
+"""Replies read per durable in a channel's first round trip."""
+
+
+SESSION_GROUP = session_group("")
+"""The prefix of a session's consumer group name."""
 
 
 COUNTERS = ("duplicates", "dropped:capacity", "dropped:ttl", "dropped:purge")
@@ -309,17 +343,19 @@ def _acknowledged(group: dict[str, Any], added: int | None = None) -> int | None
     return None if read_count is None else max(0, int(read_count) - int(group["pending"]))
 
 
-def _age_s(pending: Any, now_ms: int, planned: Planned, first: str | None = None) -> float:
-    """Seconds since the oldest unacknowledged event was published: the oldest pending one
-    of an `XPENDING` summary, of a batch a Spark query planned, or the first one not handed
-    out yet (`first`), whichever is older."""
-    oldest = [i for i in (planned.first, first) if i]
+def _oldest_id(pending: Any, planned: Planned | None, first: str | None) -> str | None:
+    """The oldest unacknowledged event's id: the oldest pending one of an `XPENDING`
+    summary, of a batch a Spark query planned, or the first one not handed out yet
+    (`first`), whichever is older; None when there is none."""
+    oldest = [i for i in (planned.first if planned else None, first) if i]
     if isinstance(pending, dict) and pending.get("pending") and pending.get("min") is not None:
         oldest.append(text(pending["min"]))
-    if not oldest:
-        return 0.0
-    published_ms = min(id_key(i)[0] for i in oldest)
-    return max(0, now_ms - published_ms) / 1000
+    return min(oldest, key=id_key) if oldest else None
+
+
+def _age_s(oldest_id: str | None, now_ms: int) -> float:
+    """Seconds since the event `oldest_id` was published (0: none)."""
+    return 0.0 if oldest_id is None else max(0, now_ms - id_key(oldest_id)[0]) / 1000
 
 
 def _session(

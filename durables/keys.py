@@ -8,6 +8,8 @@ in one slot and every Lua script runs unchanged on Redis Cluster:
     <ns>:session:{<id>}               hash: a session's record (timeout, last seen, interests)
     <ns>:session:{<id>}:live          string: token of the live client of the session, PX lease
     <ns>:alerts                       list: recent alerts for the admin (newest first, capped)
+    <ns>:audit                        stream (capped): admin actions: what, on what, from
+                                      which address, with what outcome (the id: when)
     <ns>:{<ch>}:s                     the stream: one entry per event
     <ns>:{<ch>}:meta                  hash: created_ms, ttl_ms, capacity, full, keyed; and
                                       published, ackreq, moves, notrips (what the scripts
@@ -106,6 +108,11 @@ def session_live(ns: str, session_id: str) -> str:
 def alerts(ns: str) -> str:
     """Recent alerts (expired sessions, ...), newest first."""
     return f"{ns}:alerts"
+
+
+def audit(ns: str) -> str:
+    """The audit log of admin actions (a capped stream; its ids say when)."""
+    return f"{ns}:audit"
 
 
 def session_group(session_id: str) -> str:

@@ -3,6 +3,8 @@ and `client.discard_session()`, closing a session from outside."""
 
 from __future__ import annotations
 
+import os
+import socket
 import time
 
 import pytest
@@ -116,3 +118,34 @@ def test_a_session_past_its_keepalive_shows_expired_before_housekeeping(
     time.sleep(1.2)
     (away,) = client.figures().sessions
     assert (away.state, away.keepalive_left_s, away.queue_depth) == ("expired", 0.0, 1)
+
+
+def test_figures_name_what_retains_a_channel_and_who_is_attached_where(
+    client: durables.Client,
+) -> None:
+    orders = client.channel("orders")
+    billing = orders.durable("billing", kind="shared", start="earliest")
+    session = client.session("mobile-42", timeout=60)
+    session.register_interest("orders")
+    session.close(keepalive=True)  # away: its queue holds the channel's events
+    orders.publish_many([durables.Message(b"%d" % i) for i in range(3)])
+    with billing.consumer("w1", prefetch=3) as worker:
+        assert len(fetch_all(worker, 3)) == 3
+        worker.commit()
+        (channel,) = client.figures().channels
+        assert channel.retained_by == "session mobile-42"
+        (consumer,) = channel.durables[0].consumers
+        assert (consumer.name, consumer.window, consumer.held) == ("w1", 3, 0)
+        assert consumer.pid == os.getpid() and consumer.host == socket.gethostname()
+        assert consumer.lease_left_s is not None and consumer.lease_left_s > 0
+        assert consumer.last_seen_s is not None and consumer.last_seen_s < 30
+
+
+def test_browsing_shows_events_and_delivers_nothing(client: durables.Client) -> None:
+    orders = client.channel("orders")
+    eu = orders.durable("eu", start="earliest", filter="region = 'eu'")
+    orders.publish_many([durables.Message(b"event %d" % i, properties={"region": r})
+                         for i, r in enumerate(["us", "eu", "eu"])])  # fmt: skip
+    assert [e.text for e in orders.browse(2)] == ["event 2", "event 1"]
+    assert [e.text for e in eu.browse(5)] == ["event 1", "event 2"]
+    assert (eu.depth(), eu.transaction_depth()) == (2, 0)
