@@ -204,9 +204,10 @@ class Client:
         """The server's clock, in milliseconds."""
         return self.ctx.executor.drive(session_store.server_ms(self.ctx))
 
-    def figures(self, alert_count: int = 20) -> Figures:
-        """Everything an operator looks at, read now (see `durables.figures`)."""
-        return self.ctx.executor.drive(read_figures(self.ctx, alert_count))
+    def figures(self, alert_count: int = 20, channel: str | None = None) -> Figures:
+        """Everything an operator looks at, read now (see `durables.figures`); with
+        `channel`, that channel's figures alone."""
+        return self.ctx.executor.drive(read_figures(self.ctx, alert_count, channel))
 
     def discard_session(self, session_id: str, by: str = "an operator") -> bool:
         """Close a session from outside: its queue and interests go, with an alert naming

@@ -156,14 +156,15 @@ def health(server: dict[str, object]) -> ServerHealth:
     )
 
 
-def read_figures(ctx: BaseContext, alert_count: int = 20) -> Flow[Figures]:
-    """Read everything at once: a few round trips per channel, none per event."""
+def read_figures(ctx: BaseContext, alert_count: int = 20, only: str | None = None) -> Flow[Figures]:
+    """Read everything at once: a few round trips per channel, none per event. With
+    `only` (a channel's name), that channel alone (and no session)."""
     sections = yield from send(
         [command("INFO", section, parse=dict)
          for section in ("server", "memory", "persistence", "replication")]
     )  # fmt: skip
     now_ms = yield from session_store.server_ms(ctx)
-    names = yield from run(channel_ops.names(ctx.namespace))
+    names = [only] if only else (yield from run(channel_ops.names(ctx.namespace)))
     channels: list[ChannelFigures] = []
     groups: dict[str, list[dict[str, Any]]] = {}
     for channel in (yield from _channel_infos(ctx, names)):
@@ -174,7 +175,7 @@ def read_figures(ctx: BaseContext, alert_count: int = 20) -> Flow[Figures]:
         figures, groups[channel.name] = yield from _channel(ctx, channel, found, now_ms)
         channels.append(figures)
     sessions = []
-    for record in (yield from session_store.records(ctx)):
+    for record in [] if only else (yield from session_store.records(ctx)):
         sessions.append((yield from _session(ctx, record, groups, now_ms)))
     alerts = (yield from session_store.alerts(ctx, alert_count)) if alert_count else []
     server: dict[str, object] = {}

@@ -197,9 +197,10 @@ class AsyncClient:
     async def server_ms(self) -> int:
         return await self.ctx.executor.drive(session_store.server_ms(self.ctx))
 
-    async def figures(self, alert_count: int = 20) -> Figures:
-        """Everything an operator looks at, read now (see `durables.figures`)."""
-        return await self.ctx.executor.drive(read_figures(self.ctx, alert_count))
+    async def figures(self, alert_count: int = 20, channel: str | None = None) -> Figures:
+        """Everything an operator looks at, read now (see `durables.figures`); with
+        `channel`, that channel's figures alone."""
+        return await self.ctx.executor.drive(read_figures(self.ctx, alert_count, channel))
 
     async def housekeep(self) -> HousekeepReport:
         """One round of housekeeping on every channel now."""
