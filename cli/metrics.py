@@ -44,6 +44,7 @@ def metrics(state: State, port: int | None, host: str, per_session: bool) -> Non
         client = state.client(reconnect_timeout_s=RECONNECT_TIMEOUT_S)
         click.echo(exposition(client, per_session), nl=False)
         return
+    state.server_url()  # none named and none running: one line now, not at every scrape
     serve(lambda: state.live_client(reconnect_timeout_s=RECONNECT_TIMEOUT_S), host, port,
           per_session)  # fmt: skip
 

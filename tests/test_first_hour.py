@@ -80,13 +80,15 @@ def test_an_admin_command_with_no_server_named_says_how_to_name_one_and_starts_n
 ) -> None:
     home = tmp_path / "home"
     env = {k: v for k, v in os.environ.items() if not k.startswith("DURABLES_")}
-    done = subprocess.run([str(SCRIPT), "channels"], env={**env, "DURABLES_HOME": str(home)},
-                          cwd=tmp_path, capture_output=True, text=True, timeout=60)  # fmt: skip
-    assert done.returncode == exits.UNREACHABLE, done.stderr
-    assert done.stdout == ""
-    (line,) = done.stderr.splitlines()
-    assert line.startswith("error: no server to talk to: set DURABLES_URL"), line
-    assert "durables server start" in line
+    for command in (["channels"], ["metrics", "--serve", "0"], ["watch"],
+                    ["console", "--port", "0"]):  # fmt: skip
+        done = subprocess.run([str(SCRIPT), *command], env={**env, "DURABLES_HOME": str(home)},
+                              cwd=tmp_path, capture_output=True, text=True, timeout=60)  # fmt: skip
+        assert done.returncode == exits.UNREACHABLE, (command, done.stderr)
+        assert done.stdout == "", command
+        (line,) = done.stderr.splitlines()
+        assert line.startswith("error: no server to talk to: set DURABLES_URL"), line
+        assert "durables server start" in line
     assert EmbeddedServer(home).status().running is False
     assert not (home / "server.json").exists()
     assert not [pid for pid in os.listdir("/proc") if pid.isdigit() and _mentions(pid, home)]

@@ -146,7 +146,11 @@ def channel(c: ChannelFigures, admin: bool) -> str:
     if admin:
         columns.append("")
     rows = (_durable_row(name, d, admin) for d in c.durables)
-    return facts + buttons + table(columns, rows, id_="durables", empty="no durables")
+    legend = ('<p class="note">oldest unacked: the age of the oldest event the durable has not '
+              "acknowledged, whether its consumers hold it (txn depth) or it still waits to be "
+              "delivered (depth).</p>")  # fmt: skip
+    found = table(columns, rows, id_="durables", empty="no durables")
+    return facts + buttons + found + (legend if c.durables else "")
 
 
 def _durable_row(channel_name: str, d: DurableFigures, admin: bool) -> str:
