@@ -317,3 +317,34 @@ def test_serve_on_a_port_in_use_fails_with_one_line(cli: Cli) -> None:
 
 def test_host_without_serve_is_a_usage_error(cli: Cli) -> None:
     cli.fails(exits.USAGE, "error: --host applies only with --serve", "metrics", "--host", "::1")
+
+
+def test_dropped_and_discarded_events_are_counted_by_reason(
+    cli: Cli, client: durables.Client
+) -> None:
+    capped = client.channel("capped", capacity=3, full="drop_oldest")
+    publish(capped, 5)
+    brief = client.channel("brief", ttl=0.1)
+    brief.durable("slow", start="earliest")  # never reads: the lifespan drops its events
+    publish(brief, 2)
+    time.sleep(0.3)
+    client.housekeep()
+    purged = client.channel("purged")
+    purged.durable("late", start="earliest")
+    publish(purged, 4)
+    purged.purge()
+    assert purged.publish(b"x", message_id="order-17") == purged.publish(
+        b"y", message_id="order-17"
+    )
+    found = samples(cli.ok("metrics"))
+
+    def counted(name: str, **labels: str) -> float:
+        return found[(name, tuple(sorted(labels.items())))]
+
+    dropped = "durables_channel_dropped_total"
+    assert counted(dropped, channel="capped", reason="capacity") == 2
+    assert counted(dropped, channel="brief", reason="ttl") == 2
+    assert counted(dropped, channel="purged", reason="purge") == 4
+    assert counted(dropped, channel="purged", reason="ttl") == 0
+    assert counted("durables_channel_duplicates_discarded_total", channel="purged") == 1
+    assert counted("durables_channel_published_total", channel="purged") == 5
