@@ -59,6 +59,9 @@ class DurableFigures:
     """Events ever moved to its dead letters (the dead-letter stream's entries-added): a
     counter."""
     consumers: list[ConsumerFigures] = field(default_factory=list)
+    redelivered: int = 0
+    """Events ever handed out again (rolled back, or back from a consumer that left or
+    lapsed, or inherited by a new exclusive holder): a counter the scripts keep."""
     """The attached consumers with their host, pid, window, held events, last seen and
     lease left."""
 
@@ -212,7 +215,8 @@ def _channel(
                 command("XINFO CONSUMERS", k.stream, d.name, parse=_list_or_empty,
                         tolerate=_GONE),
                 command("ZRANGE", k.alive(d.name), 0, -1, "WITHSCORES", parse=scores),
-                command("PTTL", k.lease(d.name), parse=int)]  # fmt: skip
+                command("PTTL", k.lease(d.name), parse=int),
+                command("HGET", k.tally(d.name), "redelivered", parse=_int_or_zero)]  # fmt: skip
     replies = yield from send(ops)
     stream, retained, groups, counters = replies[:4]
     present = []
@@ -231,8 +235,8 @@ def _channel(
     firsts = replies[: len(present)]
     durables, added = [], int(stream.get("entries-added") or 0)
     holders: list[tuple[tuple[int, int], str]] = []
-    for (d, group, pending, dead, windows, _, redelivered, found_consumers, alive,
-         lease_ms), planned, first in zip(present, positions, firsts, strict=True):  # fmt: skip
+    for (d, group, pending, dead, windows, _, redelivered, found_consumers, alive, lease_ms,
+         again), planned, first in zip(present, positions, firsts, strict=True):  # fmt: skip
         oldest_id = _oldest_id(pending, planned, first)
         if oldest_id is not None:
             holders.append((id_key(oldest_id), f"durable {d.name}"))
@@ -241,7 +245,7 @@ def _channel(
             int(dead.get("length") or 0), windows if d.kind != "exclusive" else {},
             _acknowledged(group, added), _delivered(group, added), int(redelivered),
             int(dead.get("entries-added") or 0),
-            attached(d, windows, found_consumers, alive, lease_ms, now_ms),
+            attached(d, windows, found_consumers, alive, lease_ms, now_ms), again,
         ))  # fmt: skip
     n = len(sessions)
     tail = replies[len(present) :]
@@ -255,7 +259,7 @@ def _channel(
                           min(holders)[1] if holders else None), groups  # fmt: skip
 
 
-PER_DURABLE = 8
+PER_DURABLE = 9
 """Replies read per durable in a channel's first round trip."""
 
 
@@ -315,6 +319,10 @@ def _dict_or_empty(reply: Any) -> dict[str, Any]:
 
 def _list_or_empty(reply: Any) -> list[dict[str, Any]]:
     return list(reply) if isinstance(reply, list) else []
+
+
+def _int_or_zero(reply: Any) -> int:
+    return int(reply) if reply else 0
 
 
 def _int_or_none(reply: Any) -> int | None:

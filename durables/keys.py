@@ -44,6 +44,8 @@ in one slot and every Lua script runs unchanged on Redis Cluster:
                                       id when it was woken to read the channel (what it takes
                                       after that, the dispatcher settles)
     <ns>:{<ch>}:dead:<durable>        stream: dead letters (events past max_deliveries)
+    <ns>:{<ch>}:tally:<durable>       hash: counters the scripts keep for the metrics
+                                      ('redelivered': events handed out again)
     <ns>:{<ch>}:nacks                 stream: ack-required events a session did not acknowledge
     <ns>:{<ch>}:unsent                zset: '<session id> <event id>' of ack-required events whose
                                       timeout passed before the session read them (nacked by
@@ -231,6 +233,10 @@ class ChannelKeys:
     def dead(self, durable: str) -> str:
         return f"{self.prefix}:dead:{durable}"
 
+    def tally(self, durable: str) -> str:
+        """Counters the scripts keep for the metrics ('redelivered')."""
+        return f"{self.prefix}:tally:{durable}"
+
     def planned(self, durable: str) -> str:
         """The batches a Spark query planned over the durable and has not committed."""
         return f"{self.prefix}:planned:{durable}"
@@ -267,4 +273,5 @@ class ChannelKeys:
             self.bell(durable),
             self.dead(durable),
             self.planned(durable),
+            self.tally(durable),
         ]

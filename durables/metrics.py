@@ -84,6 +84,11 @@ DURABLE_COUNTERS: dict[str, tuple[str, Callable[[DurableFigures], int | None]]] 
         "Events ever moved to the durable's dead letters.",
         lambda d: d.dead_lettered,
     ),
+    "durable_redelivered": (
+        "Events the durable handed out again (rolled back, back from a consumer that left "
+        "or lapsed, or inherited by a new exclusive holder).",
+        lambda d: d.redelivered,
+    ),
 }
 DROP_REASONS = ("capacity", "ttl", "purge")
 

@@ -149,3 +149,21 @@ def test_browsing_shows_events_and_delivers_nothing(client: durables.Client) -> 
     assert [e.text for e in orders.browse(2)] == ["event 2", "event 1"]
     assert [e.text for e in eu.browse(5)] == ["event 1", "event 2"]
     assert (eu.depth(), eu.transaction_depth()) == (2, 0)
+
+
+def test_redeliveries_are_counted_on_the_server_for_every_kind(client: durables.Client) -> None:
+    orders = client.channel("orders")
+    audit = orders.durable("audit", kind="exclusive", start="earliest")
+    billing = orders.durable("billing", kind="shared", start="earliest")
+    orders.publish_many([durables.Message(b"%d" % i) for i in range(3)])
+    with audit.consumer("a1", auto_ack=False) as holder:
+        assert len(fetch_all(holder, 3)) == 3  # held, not acknowledged: inherited next
+    with audit.consumer("a2", auto_ack=False) as holder:
+        assert [e.redelivered for e in fetch_all(holder, 3)] == [True] * 3
+    with billing.consumer("w1", prefetch=3) as worker:
+        assert len(fetch_all(worker, 3)) == 3
+        worker.rollback()
+        assert len(fetch_all(worker, 3)) == 3
+        worker.commit()
+    found = {d.info.name: d.redelivered for d in client.figures().channels[0].durables}
+    assert found == {"audit": 3, "billing": 3}

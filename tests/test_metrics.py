@@ -37,7 +37,15 @@ def samples(text: str) -> Samples:
     for family in text_string_to_metric_families(text):
         assert family.type in ("gauge", "counter"), family
         assert (family.type == "counter") == family.name.endswith(
-            ("_published", "_dropped", "_discarded", "_delivered", "_acknowledged", "_lettered")
+            (
+                "_published",
+                "_dropped",
+                "_discarded",
+                "_delivered",
+                "_acknowledged",
+                "_lettered",
+                "_redelivered",
+            )
         ), family.name  # counters, and only they, end in _total
         for sample in family.samples:
             found[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
@@ -125,6 +133,9 @@ def test_metrics_show_the_state_the_library_sees(
     delivered = "durables_durable_delivered_total"
     assert found[(delivered, durable_labels("audit"))] == 0
     assert found[("durables_durable_dead_lettered_total", durable_labels("billing"))] == 1
+    redelivered = "durables_durable_redelivered_total"
+    assert found[(redelivered, durable_labels("retry"))] == 2  # two rolled back once
+    assert found[(redelivered, durable_labels("audit"))] == 0
 
 
 def test_sessions_are_aggregated_by_state_unless_asked_per_session(
