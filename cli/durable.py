@@ -55,7 +55,8 @@ def inspect(state: State, channel_name: str, durable_name: str, as_json: bool) -
             "lag": figures.lag, "oldest_unacked_age_s": figures.oldest_unacked_age_s,
             "dead_letters": figures.dead_letters, "dead_lettered": figures.dead_lettered,
             "redeliveries": figures.redelivered_pending, "delivered": figures.delivered,
-            "acknowledged": figures.acknowledged, "windows": figures.windows,
+            "acknowledged": figures.acknowledged, "redelivered": figures.redelivered,
+            "windows": figures.windows,
             "consumer_details": [dataclasses.asdict(c) for c in figures.consumers],
         }  # fmt: skip
     if as_json:

@@ -97,6 +97,7 @@ def test_inspect_json_carries_every_figure_the_console_shows(
     assert found["max_deliveries"] == 3
     assert (found["lag"], found["dead_letters"], found["delivered"]) == (2, 0, 2)
     assert found["oldest_unacked_age_s"] >= 0 and found["acknowledged"] == 0
+    assert found["redelivered"] == 0 and found["dead_lettered"] == 0
     assert [w.split("#")[0] for w in found["windows"]] == ["w1"]
     (consumer,) = found["consumer_details"]
     assert (consumer["name"], consumer["window"], consumer["held"]) == ("w1", 2, 2)
