@@ -12,6 +12,7 @@ import durables
 from durables import ids
 
 from . import output, progress
+from .audit import note
 from .context import State, json_option, pass_state, yes_option
 
 if TYPE_CHECKING:
@@ -167,7 +168,9 @@ def purge(state: State, channel_name: str, up_to: str | None, yes: bool) -> None
         removed = _purge_in_slices(target, info, up_to)
     else:
         removed = target.purge(up_to=up_to)
-    output.say(f"purged {removed} events from channel {channel_name!r}")
+    done = f"purged {removed} events from channel {channel_name!r}"
+    note(state, "purge", f"channel {channel_name}", done)
+    output.say(done)
 
 
 def _purge_in_slices(
@@ -215,7 +218,9 @@ def delete(state: State, channel_name: str, durable_name: str | None, yes: bool)
             f"Delete durable {durable_name!r} of channel {channel_name!r}?", yes, "nothing deleted"
         )
         durable.delete()
-        output.say(f"deleted durable {durable_name!r} of channel {channel_name!r}")
+        done = f"deleted durable {durable_name!r} of channel {channel_name!r}"
+        note(state, "delete-durable", f"durable {channel_name}/{durable_name}", done)
+        output.say(done)
         return
     info = target.info()
     names = f" ({', '.join(info.durables)})" if info.durables else ""
@@ -226,4 +231,6 @@ def delete(state: State, channel_name: str, durable_name: str | None, yes: bool)
         "nothing deleted",
     )
     target.delete()
-    output.say(f"deleted channel {channel_name!r}")
+    done = f"deleted channel {channel_name!r}"
+    note(state, "delete-channel", f"channel {channel_name}", done)
+    output.say(done)

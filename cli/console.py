@@ -42,8 +42,7 @@ def console(state: State, host: str, port: int, admin: bool, token: str | None) 
     if not _loopback(host) and not token:
         output.fail(f"listening on {host} lets others in: give --token (or DURABLES_CONSOLE_"
                     f"TOKEN), or keep --host 127.0.0.1", exits.INVALID)  # fmt: skip
-    if state.url is not None:
-        parse_url(state.url)  # a bad URL is an error now, not an outage on every page
+    parse_url(state.server_url())  # a bad URL is an error now, not an outage on every page
     try:
         import uvicorn
 

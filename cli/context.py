@@ -10,6 +10,10 @@ from typing import TypeVar
 import click
 
 import durables
+from durables.server import EmbeddedServer
+from durables.settings import load_settings
+
+from . import exits, output
 
 F = TypeVar("F", bound=Callable[..., object])
 
@@ -22,16 +26,29 @@ class State:
         self.namespace = namespace
         self._client: durables.Client | None = None
 
+    def server_url(self) -> str:
+        """`--url`, else the URL the settings name (`DURABLES_URL`, `durables.toml`), else
+        the embedded server's while it runs. An admin command never starts a server: with
+        none of these it ends in one line saying how to name one."""
+        if self.url is None:
+            settings = load_settings()
+            self.url = settings.url or EmbeddedServer(settings.home_dir).status().url
+            if self.url is None:
+                output.fail(NO_SERVER, exits.UNREACHABLE)
+        return self.url
+
     def client(self, **settings: object) -> durables.Client:
-        """The client for `--url` and `--namespace` (no URL: the embedded server).
+        """The client for `--url` and `--namespace` (no URL: the embedded server, if it
+        runs; see `server_url`).
 
         `settings` (such as `reconnect_timeout_s`) apply when this call connects.
         """
         if self._client is None:
+            url = self.server_url()
             if self.namespace is not None:
                 settings["namespace"] = self.namespace
             with _quiet(CONNECTION_LOGGER):
-                self._client = durables.connect(self.url, **settings)
+                self._client = durables.connect(url, **settings)
         return self._client
 
     def live_client(self, **settings: object) -> durables.Client:
@@ -46,6 +63,11 @@ class State:
             self._client.close()
             self._client = None
 
+
+NO_SERVER = (
+    "no server to talk to: set DURABLES_URL (or url in durables.toml), give --url, or start "
+    "the embedded one with `durables server start`"
+)
 
 CONNECTION_LOGGER = "durables.executor"
 """Logs the connection's state changes; a failed first connect is reported once, as the

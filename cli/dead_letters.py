@@ -10,6 +10,7 @@ import click
 import durables
 
 from . import output, progress
+from .audit import note
 from .context import State, json_option, pass_state, yes_option
 
 if TYPE_CHECKING:
@@ -49,7 +50,9 @@ def dead_letters(
     durable = state.client().get_channel(channel_name).get_durable(durable_name)
     letters = durable.dead_letters(count)
     if replay:
-        _replay(durable, len(letters), yes)
+        done = _replay(durable, len(letters), yes)
+        if done:
+            note(state, "replay", f"durable {channel_name}/{durable_name}", done)
     elif as_json:
         output.print_json([_record(d) for d in letters])
     elif not letters:
@@ -62,11 +65,12 @@ def dead_letters(
                                  rows))  # fmt: skip
 
 
-def _replay(durable: durables.Durable, total: int, yes: bool) -> None:
+def _replay(durable: durables.Durable, total: int, yes: bool) -> str | None:
+    """Replay up to `total` dead letters; what was done (None: nothing to do)."""
     where = f"durable {durable.name!r} of channel {durable.channel_name!r}"
     if not total:
         output.say(f"no dead letters on {where}")
-        return
+        return None
     output.confirm(
         f"Publish {total} dead letters of {where} again (every durable on it gets them)?",
         yes,
@@ -83,7 +87,9 @@ def _replay(durable: durables.Durable, total: int, yes: bool) -> None:
                     break
                 replayed += done
                 advance(done)
-    output.say(f"replayed {replayed} dead letters of {where}")
+    said = f"replayed {replayed} dead letters of {where}"
+    output.say(said)
+    return said
 
 
 def _record(letter: DeadLetter) -> dict[str, object]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import cast
 
 import click
@@ -41,9 +42,34 @@ def list_durables(state: State, channel_name: str, as_json: bool) -> None:
 @json_option
 @pass_state
 def inspect(state: State, channel_name: str, durable_name: str, as_json: bool) -> None:
-    """Show everything about one durable."""
-    info = state.client().get_channel(channel_name).get_durable(durable_name).info()
-    output.show_record(f"durable {durable_name} on {channel_name}", info, as_json)
+    """Show everything about one durable: what `durables durables` lists, and the figures
+    the console shows (lag, oldest unacknowledged age, dead letters, counters, consumers)."""
+    client = state.client()
+    durable = client.get_channel(channel_name).get_durable(durable_name)
+    info = durable.info()
+    found = client.figures(alert_count=0, channel=channel_name).channels
+    figures = next((d for c in found for d in c.durables if d.info.name == durable_name), None)
+    record = {**dataclasses.asdict(info), "max_deliveries": durable.spec.max_deliveries}
+    if figures is not None:
+        record |= {
+            "lag": figures.lag, "oldest_unacked_age_s": figures.oldest_unacked_age_s,
+            "dead_letters": figures.dead_letters, "dead_lettered": figures.dead_lettered,
+            "redeliveries": figures.redelivered_pending, "delivered": figures.delivered,
+            "acknowledged": figures.acknowledged, "redelivered": figures.redelivered,
+            "windows": figures.windows,
+            "consumer_details": [dataclasses.asdict(c) for c in figures.consumers],
+        }  # fmt: skip
+    if as_json:
+        output.print_json(record)
+        return
+    shown = {k: v for k, v in record.items() if k not in ("consumer_details", "windows")}
+    output.show(output.table(f"durable {durable_name} on {channel_name}", ("field", "value"),
+                             list(shown.items())))  # fmt: skip
+    if figures is not None and figures.consumers:
+        columns = ("consumer", "host", "pid", "window", "held", "last seen s", "lease left s")
+        rows = [(c.name, c.host, c.pid, c.window, c.held, c.last_seen_s, c.lease_left_s)
+                for c in figures.consumers]  # fmt: skip
+        output.show(output.table("consumers", columns, rows))
 
 
 @click.command("create")

@@ -10,6 +10,7 @@ from click.exceptions import NoArgsIsHelpError
 import durables
 
 from . import exits, output
+from .audit import audit
 from .bench import bench
 from .channels import channel, channels, delete, publish, purge
 from .console import console
@@ -100,6 +101,7 @@ for command in (
     tail,
     dead_letters,
     sessions,
+    audit,
     watch,
     console,
     housekeep,

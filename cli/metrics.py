@@ -29,9 +29,11 @@ RECONNECT_TIMEOUT_S = 2.0
 )
 @click.option("--host", default="127.0.0.1", show_default=True,
               help="Address to listen on with --serve.")  # fmt: skip
+@click.option("--per-session", is_flag=True,
+              help="Also one series per session (else sessions are summed by state).")  # fmt: skip
 @pass_state
-def metrics(state: State, port: int | None, host: str) -> None:
-    """Channel lengths, durable depths and sessions as Prometheus metrics.
+def metrics(state: State, port: int | None, host: str, per_session: bool) -> None:
+    """Channels, durables, sessions and the server as Prometheus metrics.
 
     Prints them once, or with --serve PORT serves them to Prometheus: each scrape reads
     the server afresh, and durables_up is 0 while the server cannot be read.
@@ -39,16 +41,22 @@ def metrics(state: State, port: int | None, host: str) -> None:
     if port is None and host != "127.0.0.1":
         raise click.UsageError("--host applies only with --serve")
     if port is None:
-        click.echo(exposition(state.client(reconnect_timeout_s=RECONNECT_TIMEOUT_S)), nl=False)
+        client = state.client(reconnect_timeout_s=RECONNECT_TIMEOUT_S)
+        click.echo(exposition(client, per_session), nl=False)
         return
-    serve(lambda: state.live_client(reconnect_timeout_s=RECONNECT_TIMEOUT_S), host, port)
+    state.server_url()  # none named and none running: one line now, not at every scrape
+    serve(lambda: state.live_client(reconnect_timeout_s=RECONNECT_TIMEOUT_S), host, port,
+          per_session)  # fmt: skip
 
 
-def serve(client: Callable[[], durables.Client], host: str, port: int) -> None:
+def serve(
+    client: Callable[[], durables.Client], host: str, port: int, per_session: bool = False
+) -> None:
     """Serve the metrics of the client `client()` returns on host:port until Ctrl-C or
     SIGTERM; while it cannot connect, each scrape says `durables_up 0`."""
     try:
-        server, thread = start_http_server(port, addr=host, registry=registry(client))
+        reg = registry(client, per_session)
+        server, thread = start_http_server(port, addr=host, registry=reg)
     except OSError as exc:
         output.fail(f"cannot listen on {host}:{port}: {exc.strerror or exc}", exits.CANNOT_LISTEN)
     where = f"[{host}]" if ":" in host else host

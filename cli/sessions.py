@@ -23,7 +23,8 @@ def sessions(state: State, alert_count: int, as_json: bool) -> None:
     for record in client.sessions():
         live = client.session_live(record.id)
         away = None if live else round((now - record.away_since()) / 1000, 1)
-        state_name, timeout_s = ("live" if live else "away"), record.timeout_ms / 1000
+        state_name = "live" if live else "expired" if record.expired(now) else "away"
+        timeout_s = record.timeout_ms / 1000
         interests = {c: i.to_dict() for c, i in record.interests.items()}
         rows.append({"id": record.id, "state": state_name, "away_s": away,
                      "timeout_s": timeout_s, "interests": interests})  # fmt: skip

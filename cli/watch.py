@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from datetime import datetime
 
 import click
+from redis.exceptions import RedisError
 from rich.console import RenderableType
 from rich.live import Live
 from rich.text import Text
@@ -13,7 +15,7 @@ from rich.text import Text
 import durables
 from durables.urls import shown
 
-from . import output
+from . import output, progress
 from .context import State, json_option, pass_state
 from .interrupts import stop_requested
 
@@ -70,28 +72,82 @@ def watch(state: State, interval: float, once: bool, as_json: bool) -> None:
     """A live dashboard of channels and durables.
 
     Shows each channel's length and its durables' depth and transaction depth,
-    refreshed every S seconds until Ctrl-C. With --json, prints one snapshot per
-    interval as a JSON line instead.
+    refreshed every S seconds until Ctrl-C, through outages ("down since ..."). Piped,
+    or with --json (one JSON line per frame), it prints a frame every S seconds.
     """
-    client = state.client()
-    if once or as_json:
-        _print_frames(client, once, interval, as_json)
+    if once:
+        client = state.client()
+        frames = snapshot(client)
+        if as_json:
+            output.print_json(frames)
+        else:
+            output.show(render(client, frames))
+        return
+    outage = Outage()
+    if as_json or not progress.on_terminal():
+        _print_frames(state, outage, interval, as_json)
         return
     with (
         stop_requested() as stop,
-        Live(render(client, snapshot(client)), console=output.console()) as live,
+        Live(_frame(state, outage), console=output.console()) as live,
     ):
         while not stop.sleep(interval):
-            live.update(render(client, snapshot(client)))
+            live.update(_frame(state, outage))
 
 
-def _print_frames(client: durables.Client, once: bool, interval: float, as_json: bool) -> None:
+RECONNECT_TIMEOUT_S = 2.0
+"""How long one refresh waits out a lost connection before showing the server as down."""
+
+
+@dataclass
+class Outage:
+    """Since when the server could not be read (None: it could at the last refresh)."""
+
+    since: datetime | None = None
+    error: str = ""
+
+
+def _read(state: State, outage: Outage) -> tuple[durables.Client, list[Snapshot]] | None:
+    """The client and the frames now; None while the server cannot be read (the outage
+    then says since when)."""
+    try:
+        client = state.live_client(reconnect_timeout_s=RECONNECT_TIMEOUT_S)
+        frames = snapshot(client)
+    except (durables.DurablesError, RedisError, OSError) as exc:
+        if outage.since is None:
+            outage.since = datetime.now()
+        outage.error = str(exc) or type(exc).__name__
+        return None
+    outage.since = None
+    return client, frames
+
+
+def _down(outage: Outage) -> str:
+    since = outage.since or datetime.now()
+    return f"server down since {since:%H:%M:%S}: {outage.error} (still trying; Ctrl-C stops)"
+
+
+def _frame(state: State, outage: Outage) -> RenderableType:
+    read = _read(state, outage)
+    if read is None:
+        return Text(f"{datetime.now():%H:%M:%S}  {_down(outage)}")
+    return render(*read)
+
+
+def _print_frames(state: State, outage: Outage, interval: float, as_json: bool) -> None:
+    """A frame (or a JSON line) every `interval`, written as it is taken: for a pipe."""
     with stop_requested() as stop:
         while True:
-            frames = snapshot(client)
-            if as_json:
-                output.print_json(frames, lines=not once)
+            read = _read(state, outage)
+            if read is None and as_json:
+                since = (outage.since or datetime.now()).isoformat(timespec="seconds")
+                output.print_json({"down_since": since, "error": outage.error}, lines=True)
+            elif read is None:
+                click.echo(f"{datetime.now():%H:%M:%S}  {_down(outage)}")
+            elif as_json:
+                output.print_json(read[1], lines=True)
             else:
-                output.show(render(client, frames))
-            if once or stop.sleep(interval):
+                output.show(render(*read))
+            sys.stdout.flush()
+            if stop.sleep(interval):
                 return

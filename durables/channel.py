@@ -10,7 +10,17 @@ from typing import TYPE_CHECKING, Any
 from . import names
 from .durable import Durable, DurableCore, creating, load_durable, loading
 from .errors import AccessDeniedError, ChannelNotFound, ConfigError, DurablesError, PayloadError
-from .events import Batch, Encoded, Message, Properties, ack_op, check_key, encode_event, tombstone
+from .events import (
+    Batch,
+    Encoded,
+    Event,
+    Message,
+    Properties,
+    ack_op,
+    check_key,
+    encode_event,
+    tombstone,
+)
 from .ids import LAST_ID, normal
 from .ops import channels as ops
 from .ops import sessions as session_ops
@@ -68,6 +78,10 @@ class ChannelCore:
 
     def removing_key(self, key: str) -> Flow[list[str]]:
         return publish_encoded(self.ctx, self.keys, Batch.of(tombstone(check_key(key))))
+
+    def browsing(self, count: int) -> Flow[list[Event]]:
+        """The newest `count` events, newest first: read only, nothing is delivered."""
+        return run(ops.newest(self.keys, self.name, count))
 
     def reading_nacks(self, count: int | None) -> Flow[list[Nack]]:
         return run(session_ops.nacks(self.keys, count))
@@ -148,6 +162,11 @@ class Channel(ChannelCore):
         """Publish a tombstone for `key`: a keyed channel forgets its last value, and session
         caches drop the entry. Returns the tombstone's event id."""
         return self.executor.drive(self.removing_key(key))[0]
+
+    def browse(self, count: int = 20) -> list[Event]:
+        """The newest `count` events, newest first, to look at: nothing is delivered or
+        acknowledged (no durable's depth changes)."""
+        return self.executor.drive(self.browsing(count))
 
     def nacks(self, count: int | None = None) -> list[Nack]:
         """Ack-required events a session did not acknowledge in time ('timeout') or whose

@@ -13,7 +13,7 @@ from typing import Any
 
 from redis.exceptions import RedisError
 
-from . import cluster, session_store
+from . import audit, cluster, session_store
 from .channel import Channel, channel_infos, channel_options, get_channel, open_channel
 from .cluster import Server
 from .contact import contact_error
@@ -24,7 +24,7 @@ from .housekeeping import housekeep
 from .leases import Heartbeat
 from .ops import channels as channel_ops
 from .ops import server as server_ops
-from .records import ChannelInfo, FullPolicy, HousekeepReport, SessionRecord
+from .records import AuditEntry, ChannelInfo, FullPolicy, HousekeepReport, SessionRecord
 from .retention import tidy_channel
 from .runtime import AckFlusher, Housekeeper, Runtime
 from .server import EmbeddedServer
@@ -235,13 +235,22 @@ class Client:
         """Recent alerts (expired sessions, ...), newest first."""
         return self.ctx.executor.drive(session_store.alerts(self.ctx, count))
 
+    def record_audit(self, action: str, target: str, address: str, outcome: str = "") -> str:
+        """Note an admin action in the namespace's audit log (kept on the server)."""
+        return self.ctx.executor.drive(audit.record(self.ctx, action, target, address, outcome))
+
+    def audit(self, count: int = 100) -> list[AuditEntry]:
+        """The newest entries of the audit log of admin actions, newest first."""
+        return self.ctx.executor.drive(audit.entries(self.ctx, count))
+
     def server_ms(self) -> int:
         """The server's clock, in milliseconds."""
         return self.ctx.executor.drive(session_store.server_ms(self.ctx))
 
-    def figures(self, alert_count: int = 20) -> Figures:
-        """Everything an operator looks at, read now (see `durables.figures`)."""
-        return self.ctx.executor.drive(read_figures(self.ctx, alert_count))
+    def figures(self, alert_count: int = 20, channel: str | None = None) -> Figures:
+        """Everything an operator looks at, read now (see `durables.figures`); with
+        `channel`, that channel's figures alone."""
+        return self.ctx.executor.drive(read_figures(self.ctx, alert_count, channel))
 
     def discard_session(self, session_id: str, by: str = "an operator") -> bool:
         """Close a session from outside: its queue and interests go, with an alert naming

@@ -17,6 +17,7 @@ from . import dead_letters, ids, names
 from .consumer import Consumer, Reader
 from .errors import ConfigError, DurableExistsError, DurableNotFound, InvalidWindowError
 from .exclusive import ExclusiveReader
+from .ops import channels as channel_ops
 from .ops import durables as ops
 from .ops.flows import Flow, run, send
 from .records import KINDS, DeadLetter, DurableInfo, DurableSpec, Kind
@@ -201,15 +202,28 @@ class DurableCore:
             new = max(0, int(group["lag"]) - planned.events)
         else:  # events a Spark query planned are handed out: counted from after them
             new = yield from self._count_after(planned.last or position)
-        return new + waiting, int(group["pending"]) - waiting + planned.events
+        held = int(group["pending"]) - waiting
+        if self.kind == "exclusive" and self.selector is not None and held:
+            held = yield from self._count_held(position)
+        return new + waiting, held + planned.events
 
-    def _count_after(self, position: str) -> Flow[int]:
-        """Events after `position` that match the filter, counted by the server in slices."""
+    def _count_held(self, position: str) -> Flow[int]:
+        """What a filtered exclusive durable's holder holds: its reads leave the events its
+        filter rejects pending too (acknowledged with the next cumulative ack), so only the
+        matching ones from its oldest pending event to its position count."""
+        oldest = yield from run(ops.oldest_pending(self.keys, self.name))
+        if oldest is None:
+            return 0
+        return (yield from self._count_after(ids.previous(oldest), until=position))
+
+    def _count_after(self, position: str, until: str = "+") -> Flow[int]:
+        """Events after `position` (up to `until`) that match the filter, counted by the
+        server in slices."""
         tree = json.dumps(self.selector.to_json() if self.selector else ["lit", True])
         count = 0
         while position:
             found, position = yield from run(
-                ops.count_matching(self.keys, self.name, tree, position)
+                ops.count_matching(self.keys, self.name, tree, position, until)
             )
             count += found
         return count
@@ -226,6 +240,24 @@ class DurableCore:
             start=self.spec.start, depth=depth, transaction_depth=transaction_depth,
             last_delivered_id=group["last-delivered-id"].decode(), consumers=tuple(consumers),
         )  # fmt: skip
+
+    def browsing(self, count: int) -> Flow[list[Event]]:
+        """The next `count` events this durable would be given (after its position, its
+        filter applied), oldest first: read only, nothing is delivered or acknowledged.
+        Events handed back for redelivery are not among them."""
+        group = yield from self._group()
+        planned = ops.planned_after(group["planned"], group["last-delivered-id"].decode())
+        position = planned.last or group["last-delivered-id"].decode()
+        found: list[Event] = []
+        for _ in range(BROWSE_SLICES):
+            read = yield from run(channel_ops.after(self.keys, self.channel_name, position,
+                                                    count))  # fmt: skip
+            found += [e for e in read if self.selector is None
+                      or self.selector.matches(e.key, e.properties)]  # fmt: skip
+            if len(read) < count or len(found) >= count:
+                break
+            position = read[-1].id
+        return found[:count]
 
     def reading_dead_letters(self, count: int | None) -> Flow[list[DeadLetter]]:
         return dead_letters.dead_letters(self.ctx, self.keys, self.name, count)
@@ -278,6 +310,8 @@ class ReaderPlan:
 
 
 MAX_REPLICAS = 16
+BROWSE_SLICES = 10
+"""Browsing a filtered durable reads at most this many slices of events to find matches."""
 
 
 class Durable(DurableCore):
@@ -302,6 +336,11 @@ class Durable(DurableCore):
 
     def info(self) -> DurableInfo:
         return self.executor.drive(self.describing())
+
+    def browse(self, count: int = 20) -> list[Event]:
+        """The next `count` events this durable would be given, to look at: nothing is
+        delivered or acknowledged (its depth does not change)."""
+        return self.executor.drive(self.browsing(count))
 
     def dead_letters(self, count: int | None = None) -> list[DeadLetter]:
         """Events given up on after `max_deliveries`, oldest first."""

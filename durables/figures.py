@@ -17,13 +17,14 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from . import session_store
+from .attachments import ConsumerFigures, attached, scores
 from .channel import ChannelCore, channel_infos
 from .errors import ChannelNotFound, DurableNotFound
 from .ids import key as id_key
 from .keys import session_group
 from .ops import channels as channel_ops
 from .ops.base import Op, command, same
-from .ops.durables import Planned, planned_after
+from .ops.durables import Planned, count_matching, planned_after
 from .ops.flows import Flow, run, send
 from .records import ChannelInfo, DurableInfo, SessionRecord
 from .replies import text
@@ -43,12 +44,26 @@ class DurableFigures:
     lag: int | None
     """Entries its consumer group has not read yet (None: the server cannot tell)."""
     oldest_unacked_age_s: float
-    """Age of its oldest delivered and unacknowledged event; 0 when none is."""
+    """Age of its oldest event not acknowledged, handed out or not (by its publish time,
+    on the server's clock); 0 when it has acknowledged everything."""
     dead_letters: int
     windows: dict[str, int] = field(default_factory=dict)
     """Shared and serial durables: each attached consumer's window."""
     acknowledged: int | None = None
     """Events its group read and no longer holds pending: a counter, for a rate out."""
+    delivered: int | None = None
+    """Events its group ever read (the server's `entries-read`): a counter."""
+    redelivered_pending: int = 0
+    """Pending events that were delivered before (redelivery count above zero)."""
+    dead_lettered: int = 0
+    """Events ever moved to its dead letters (the dead-letter stream's entries-added): a
+    counter."""
+    consumers: list[ConsumerFigures] = field(default_factory=list)
+    redelivered: int = 0
+    """Events ever handed out again (rolled back, or back from a consumer that left or
+    lapsed, or inherited by a new exclusive holder): a counter the scripts keep."""
+    """The attached consumers with their host, pid, window, held events, last seen and
+    lease left."""
 
 
 @dataclass(frozen=True)
@@ -61,6 +76,15 @@ class ChannelFigures:
     retained_bytes: int | None
     """What the stream takes in the server's memory (None: the server would not say)."""
     durables: list[DurableFigures]
+    counters: dict[str, int] = field(default_factory=dict)
+    """What the channel's scripts counted (counters): 'duplicates' (publishes not stored
+    again), 'dropped:capacity', 'dropped:ttl', 'dropped:purge' (events removed before
+    every durable acknowledged them)."""
+    first_ms: int | None = None
+    """When its oldest retained event was published (None: it holds none)."""
+    retained_by: str | None = None
+    """What holds its oldest unacknowledged event back: 'durable <name>' or 'session <id>'
+    (None: every durable and session acknowledged everything)."""
 
 
 @dataclass(frozen=True)
@@ -77,6 +101,9 @@ class SessionFigures:
     """Its queue limit while away, when larger."""
     keepalive_left_s: float | None
     """While away: seconds until it expires; None while live."""
+    state: str = "live"
+    """'live', 'away' (within its keep-alive) or 'expired' (past it, even before
+    housekeeping discards it)."""
 
 
 @dataclass(frozen=True)
@@ -85,19 +112,62 @@ class Figures:
 
     server_ms: int
     server: dict[str, object]
-    """`INFO server` and `INFO memory` fields (version, uptime, used memory)."""
+    """`INFO server`, `memory`, `persistence` and `replication` fields (version, uptime,
+    used memory, ...); `health` reads them."""
     channels: list[ChannelFigures]
     sessions: list[SessionFigures]
     alerts: list[dict[str, Any]]
 
 
-def read_figures(ctx: BaseContext, alert_count: int = 20) -> Flow[Figures]:
-    """Read everything at once: a few round trips per channel, none per event."""
-    info, memory = yield from send(
-        [command("INFO", "server", parse=dict), command("INFO", "memory", parse=dict)]
+@dataclass(frozen=True)
+class ServerHealth:
+    """What an operator checks of the server itself, read from `INFO memory`,
+    `persistence` and `replication` (a pure reader: `health(Figures.server)`)."""
+
+    used_memory: int
+    maxmemory: int
+    """0: no limit."""
+    policy: str
+    """The eviction policy; anything but 'noeviction' can remove durables' keys."""
+    aof: bool
+    rdb_changes_since_save: int | None
+    role: str
+    replicas: int
+
+    @property
+    def memory_ratio(self) -> float | None:
+        """Used over max memory (None: no limit)."""
+        return self.used_memory / self.maxmemory if self.maxmemory else None
+
+
+def health(server: dict[str, object]) -> ServerHealth:
+    """The health figures of parsed `INFO` fields (missing ones read as unknown or 0)."""
+
+    def number(name: str) -> int:
+        value = server.get(name)
+        return int(value) if isinstance(value, int | float | str) and str(value).isdigit() else 0
+
+    changes = server.get("rdb_changes_since_last_save")
+    return ServerHealth(
+        used_memory=number("used_memory"),
+        maxmemory=number("maxmemory"),
+        policy=str(server.get("maxmemory_policy", "unknown")),
+        aof=number("aof_enabled") == 1,
+        rdb_changes_since_save=int(changes) if isinstance(changes, int) else None,
+        role=str(server.get("role", "unknown")),
+        replicas=number("connected_slaves"),
     )
+
+
+def read_figures(ctx: BaseContext, alert_count: int = 20, only: str | None = None) -> Flow[Figures]:
+    """Read everything at once: a few round trips per channel, none per event. With
+    `only` (a channel's name), that channel alone (and no session)."""
+    sections = yield from send(
+        [command("INFO", section, parse=dict)
+         for section in ("server", "memory", "persistence", "replication")]
+    )  # fmt: skip
     now_ms = yield from session_store.server_ms(ctx)
-    names = yield from run(channel_ops.names(ctx.namespace))
+    names = [only] if only else (yield from run(channel_ops.names(ctx.namespace)))
     channels: list[ChannelFigures] = []
     groups: dict[str, list[dict[str, Any]]] = {}
     for channel in (yield from _channel_infos(ctx, names)):
@@ -108,10 +178,13 @@ def read_figures(ctx: BaseContext, alert_count: int = 20) -> Flow[Figures]:
         figures, groups[channel.name] = yield from _channel(ctx, channel, found, now_ms)
         channels.append(figures)
     sessions = []
-    for record in (yield from session_store.records(ctx)):
+    for record in [] if only else (yield from session_store.records(ctx)):
         sessions.append((yield from _session(ctx, record, groups, now_ms)))
     alerts = (yield from session_store.alerts(ctx, alert_count)) if alert_count else []
-    return Figures(now_ms, {**info, **memory}, channels, sessions, alerts)
+    server: dict[str, object] = {}
+    for section in sections:
+        server.update(section)
+    return Figures(now_ms, server, channels, sessions, alerts)
 
 
 def _channel_infos(ctx: BaseContext, names: Sequence[str]) -> Flow[list[ChannelInfo]]:
@@ -131,27 +204,95 @@ def _channel(
     ctx: BaseContext, channel: ChannelInfo, found: Sequence[DurableInfo], now_ms: int
 ) -> Flow[tuple[ChannelFigures, list[dict[str, Any]]]]:
     k = ctx.keys(channel.name)
-    ops: list[Op[Any]] = [_stream(k), _memory(k.stream), _groups(k)]
+    ops: list[Op[Any]] = [_stream(k), _memory(k.stream), _groups(k),
+                          command("HMGET", k.meta, *COUNTERS, parse=_counters)]  # fmt: skip
     for d in found:
         ops += [command("XPENDING", k.stream, d.name, parse=same, tolerate=_GONE),
-                command("XLEN", k.dead(d.name), parse=int),
+                command("XINFO STREAM", k.dead(d.name), parse=_dict_or_empty, tolerate=_GONE),
                 command("HGETALL", k.members(d.name), parse=_windows),
-                command("HGETALL", k.planned(d.name), parse=same)]  # fmt: skip
+                command("HGETALL", k.planned(d.name), parse=same),
+                command("HLEN", k.redeliveries(d.name), parse=int),
+                command("XINFO CONSUMERS", k.stream, d.name, parse=_list_or_empty,
+                        tolerate=_GONE),
+                command("ZRANGE", k.alive(d.name), 0, -1, "WITHSCORES", parse=scores),
+                command("PTTL", k.lease(d.name), parse=int),
+                command("HGET", k.tally(d.name), "redelivered", parse=_int_or_zero)]  # fmt: skip
     replies = yield from send(ops)
-    stream, retained, groups = replies[:3]
-    durables = []
+    stream, retained, groups, counters = replies[:4]
+    present = []
     for n, d in enumerate(found):
-        pending, dead, windows, batches = replies[3 + 4 * n : 7 + 4 * n]
         group = next((g for g in groups if text(g["name"]) == d.name), None)
-        if group is None:  # deleted meanwhile
-            continue
-        planned = planned_after(batches, text(group["last-delivered-id"]))
+        if group is not None:  # else deleted meanwhile
+            present.append((d, group, *replies[4 + PER_DURABLE * n : 4 + PER_DURABLE * (n + 1)]))
+    positions = [planned_after(p[5], text(p[1]["last-delivered-id"])) for p in present]
+    reads = [_first_after(k, planned.last or text(p[1]["last-delivered-id"]))
+             for p, planned in zip(present, positions, strict=True)]  # fmt: skip
+    sessions = [g for g in groups if text(g["name"]).startswith(SESSION_GROUP)]
+    reads += [_first_after(k, text(g["last-delivered-id"])) for g in sessions]
+    reads += [command("XPENDING", k.stream, text(g["name"]), parse=same, tolerate=_GONE)
+              for g in sessions]  # fmt: skip
+    replies = (yield from send(reads)) if reads else []
+    firsts = replies[: len(present)]
+    durables, added = [], int(stream.get("entries-added") or 0)
+    holders: list[tuple[tuple[int, int], str]] = []
+    for (d, group, pending, dead, windows, _, redelivered, found_consumers, alive, lease_ms,
+         again), planned, first in zip(present, positions, firsts, strict=True):  # fmt: skip
+        oldest_id = _oldest_id(pending, planned, first)
+        if oldest_id is not None:
+            holders.append((id_key(oldest_id), f"durable {d.name}"))
         durables.append(DurableFigures(
-            d, _lag(group, planned), _age_s(pending, now_ms, planned), int(dead),
-            windows if d.kind != "exclusive" else {}, _acknowledged(group),
+            d, _lag(group, planned), _age_s(oldest_id, now_ms),
+            int(dead.get("length") or 0), windows if d.kind != "exclusive" else {},
+            _acknowledged(group, added), _delivered(group, added), int(redelivered),
+            int(dead.get("entries-added") or 0),
+            attached(d, windows, found_consumers, alive, lease_ms, now_ms), again,
         ))  # fmt: skip
-    return ChannelFigures(channel, int(stream.get("entries-added") or 0), retained,
-                          durables), groups  # fmt: skip
+    n = len(sessions)
+    tail = replies[len(present) :]
+    for g, first, pending in zip(sessions, tail[:n], tail[n:], strict=True):
+        oldest_id = _oldest_id(pending, None, first)
+        if oldest_id is not None:
+            holders.append((id_key(oldest_id), f"session {text(g['name'])[len(SESSION_GROUP) :]}"))
+    oldest = stream.get("first-entry")
+    first_ms = id_key(text(oldest[0]))[0] if oldest else None
+    return ChannelFigures(channel, added, retained, durables, counters, first_ms,
+                          min(holders)[1] if holders else None), groups  # fmt: skip
+
+
+PER_DURABLE = 9
+"""Replies read per durable in a channel's first round trip."""
+
+
+SESSION_GROUP = session_group("")
+"""The prefix of a session's consumer group name."""
+
+
+COUNTERS = ("duplicates", "dropped:capacity", "dropped:ttl", "dropped:purge")
+"""The counters the channel's scripts keep in its meta hash."""
+
+
+def _counters(reply: Any) -> dict[str, int]:
+    return {name: int(value or 0) for name, value in zip(COUNTERS, reply or (), strict=False)}
+
+
+def _first_after(k: ChannelKeys, position: str) -> Op[str | None]:
+    """The id of the first event after `position`: the oldest a durable was not handed."""
+    return command("XRANGE", k.stream, "(" + position, "+", "COUNT", 1, parse=_first_id,
+                   tolerate=_GONE)  # fmt: skip
+
+
+def _first_id(reply: Any) -> str | None:
+    return text(reply[0][0]) if isinstance(reply, list) and reply else None
+
+
+def _delivered(group: dict[str, Any], added: int) -> int | None:
+    """Events the group ever read: its entries-read, or (a group placed with an id, whose
+    count the server does not keep) the events ever added less those it has not read."""
+    read_count = group.get("entries-read")
+    if read_count is not None:
+        return int(read_count)
+    lag = group.get("lag")
+    return None if lag is None else max(0, added - int(lag))
 
 
 _GONE = frozenset({"NOGROUP", "no"})
@@ -180,6 +321,10 @@ def _list_or_empty(reply: Any) -> list[dict[str, Any]]:
     return list(reply) if isinstance(reply, list) else []
 
 
+def _int_or_zero(reply: Any) -> int:
+    return int(reply) if reply else 0
+
+
 def _int_or_none(reply: Any) -> int | None:
     return int(reply) if isinstance(reply, int) else None
 
@@ -201,21 +346,25 @@ def _lag(group: dict[str, Any], planned: Planned | None = None) -> int | None:
     return max(0, int(lag) - (planned.events if planned else 0))
 
 
-def _acknowledged(group: dict[str, Any]) -> int | None:
-    read_count = group.get("entries-read")
+def _acknowledged(group: dict[str, Any], added: int | None = None) -> int | None:
+    """Events the group read and no longer holds pending."""
+    read_count = group.get("entries-read") if added is None else _delivered(group, added)
     return None if read_count is None else max(0, int(read_count) - int(group["pending"]))
 
 
-def _age_s(pending: Any, now_ms: int, planned: Planned) -> float:
-    """Seconds since the oldest unacknowledged event was published: the oldest pending one
-    of an `XPENDING` summary, or of a batch a Spark query planned."""
-    oldest = [planned.first] if planned.first else []
+def _oldest_id(pending: Any, planned: Planned | None, first: str | None) -> str | None:
+    """The oldest unacknowledged event's id: the oldest pending one of an `XPENDING`
+    summary, of a batch a Spark query planned, or the first one not handed out yet
+    (`first`), whichever is older; None when there is none."""
+    oldest = [i for i in (planned.first if planned else None, first) if i]
     if isinstance(pending, dict) and pending.get("pending") and pending.get("min") is not None:
         oldest.append(text(pending["min"]))
-    if not oldest:
-        return 0.0
-    published_ms = min(id_key(i)[0] for i in oldest)
-    return max(0, now_ms - published_ms) / 1000
+    return min(oldest, key=id_key) if oldest else None
+
+
+def _age_s(oldest_id: str | None, now_ms: int) -> float:
+    """Seconds since the event `oldest_id` was published (0: none)."""
+    return 0.0 if oldest_id is None else max(0, now_ms - id_key(oldest_id)[0]) / 1000
 
 
 def _session(
@@ -233,7 +382,7 @@ def _session(
     for channel in record.interests:
         group = next((g for g in groups.get(channel, ()) if text(g["name"]) == name), None)
         if group is not None:
-            depth += int(group["pending"]) + (_lag(group) or 0)
+            depth += int(group["pending"]) + (yield from _unread(ctx, channel, group))
         stored = yield from run(
             command("HGET", ctx.keys(channel).session_limits, record.id, parse=same)
         )
@@ -241,7 +390,27 @@ def _session(
             limits.append(text(stored))
     max_depth, dmax = _limits(limits)
     left = None if live else max(0.0, (record.away_since() + record.timeout_ms - now_ms) / 1000)
-    return SessionFigures(record, live, depth, max_depth, dmax, left)
+    state = "live" if live else "expired" if record.expired(now_ms) else "away"
+    return SessionFigures(record, live, depth, max_depth, dmax, left, state)
+
+
+def _unread(ctx: BaseContext, channel: str, group: dict[str, Any]) -> Flow[int]:
+    """A group's lag, counted by the server in slices when it does not know it (after an
+    `XGROUP SETID` without `ENTRIESREAD`)."""
+    lag = _lag(group)
+    if lag is not None:
+        return lag
+    k, position, count = ctx.keys(channel), text(group["last-delivered-id"]), 0
+    while position:
+        found, position = yield from run(
+            count_matching(k, text(group["name"]), ANY_EVENT, position)
+        )
+        count += found
+    return count
+
+
+ANY_EVENT = json.dumps(["lit", True])
+"""The syntax tree of a filter every event matches."""
 
 
 def _limits(stored: list[str]) -> tuple[int | None, int | None]:
@@ -253,4 +422,12 @@ def _limits(stored: list[str]) -> tuple[int | None, int | None]:
     return None, None
 
 
-__all__ = ["ChannelFigures", "DurableFigures", "Figures", "SessionFigures", "read_figures"]
+__all__ = [
+    "ChannelFigures",
+    "DurableFigures",
+    "Figures",
+    "ServerHealth",
+    "SessionFigures",
+    "health",
+    "read_figures",
+]

@@ -8,6 +8,8 @@ in one slot and every Lua script runs unchanged on Redis Cluster:
     <ns>:session:{<id>}               hash: a session's record (timeout, last seen, interests)
     <ns>:session:{<id>}:live          string: token of the live client of the session, PX lease
     <ns>:alerts                       list: recent alerts for the admin (newest first, capped)
+    <ns>:audit                        stream (capped): admin actions: what, on what, from
+                                      which address, with what outcome (the id: when)
     <ns>:{<ch>}:s                     the stream: one entry per event
     <ns>:{<ch>}:meta                  hash: created_ms, ttl_ms, capacity, full, keyed; and
                                       published, ackreq, moves, notrips (what the scripts
@@ -42,6 +44,8 @@ in one slot and every Lua script runs unchanged on Redis Cluster:
                                       id when it was woken to read the channel (what it takes
                                       after that, the dispatcher settles)
     <ns>:{<ch>}:dead:<durable>        stream: dead letters (events past max_deliveries)
+    <ns>:{<ch>}:tally:<durable>       hash: counters the scripts keep for the metrics
+                                      ('redelivered': events handed out again)
     <ns>:{<ch>}:nacks                 stream: ack-required events a session did not acknowledge
     <ns>:{<ch>}:unsent                zset: '<session id> <event id>' of ack-required events whose
                                       timeout passed before the session read them (nacked by
@@ -106,6 +110,11 @@ def session_live(ns: str, session_id: str) -> str:
 def alerts(ns: str) -> str:
     """Recent alerts (expired sessions, ...), newest first."""
     return f"{ns}:alerts"
+
+
+def audit(ns: str) -> str:
+    """The audit log of admin actions (a capped stream; its ids say when)."""
+    return f"{ns}:audit"
 
 
 def session_group(session_id: str) -> str:
@@ -224,6 +233,10 @@ class ChannelKeys:
     def dead(self, durable: str) -> str:
         return f"{self.prefix}:dead:{durable}"
 
+    def tally(self, durable: str) -> str:
+        """Counters the scripts keep for the metrics ('redelivered')."""
+        return f"{self.prefix}:tally:{durable}"
+
     def planned(self, durable: str) -> str:
         """The batches a Spark query planned over the durable and has not committed."""
         return f"{self.prefix}:planned:{durable}"
@@ -260,4 +273,5 @@ class ChannelKeys:
             self.bell(durable),
             self.dead(durable),
             self.planned(durable),
+            self.tally(durable),
         ]

@@ -1,234 +1,222 @@
 """Prometheus metrics of one namespace, read from the server at scrape time.
 
 `collector(client)` is a `prometheus_client` collector: register it in an application's
-own registry (or use `registry(client)`), and every scrape reads the channels, durables
-and sessions afresh. `exposition(client)` is the text format, as `durables metrics`
-prints it. Nothing here changes server state: a scrape only reads.
+own registry (or use `registry(client)`), and every scrape reads the namespace afresh.
+`exposition(client)` is the text format, as `durables metrics` prints it. Nothing here
+changes server state: a scrape only reads.
 
-Most numbers come from the public API (`client.channels()`, `channel.durables()`,
-`client.sessions()`, `client.session_live()`). Three have no public call yet, so they
-are read with plain read-only commands through `client.redis`, on the keys
-`client.keys(channel)` names: a session's queue (its consumer group's lag + pending, as
-`session_queue.lua` counts it, without that script's side effects), the redelivered
-events of a durable (its redelivery counts hash holds only pending ids counted above
-zero) and the age of its oldest pending event (`XPENDING` summary).
+Every number comes from `client.figures()` (`durables.figures`), the one read the CLI and
+the web console show too, so the three never disagree. Counters (`_total`) are the
+server's own: a stream's entries-added (published), a group's entries-read (delivered),
+the dead-letter stream's entries-added (dead-lettered), and what the scripts count in the
+channel's meta hash (dropped, duplicates); so they hold across processes and restarts.
+Sessions are aggregated by default (a per-device session id would make one series each);
+`per_session=True` adds a series per session.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, generate_latest
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
-from redis.exceptions import RedisError, ResponseError
+from redis.exceptions import RedisError
 
-from .errors import ChannelNotFound, DurableNotFound, DurablesError
-from .ids import key as id_key
-from .keys import session_group
-from .ops.durables import planned_after
+from .errors import DurablesError
+from .figures import ChannelFigures, DurableFigures, Figures, health
 
 if TYPE_CHECKING:
     from .client import Client
-    from .keys import ChannelKeys
-    from .records import DurableInfo, SessionRecord
 
 log = logging.getLogger(__name__)
 
 PREFIX = "durables"
+DURABLE = ["channel", "durable"]
 
 
-@dataclass(frozen=True)
-class DurableSample:
-    """One durable's numbers at one scrape."""
-
-    channel: str
-    durable: str
-    depth: int
-    transaction_depth: int
-    consumers: int
-    redeliveries: int
-    """Pending events (delivered, or handed back) whose redelivery count is above zero."""
-    dead_letters: int
-    oldest_unacked_age_s: float
-    """Age of the oldest pending event (by its id's time, on the server's clock); 0 if none."""
-
-
-@dataclass(frozen=True)
-class SessionSample:
-    """One durable client session's numbers at one scrape."""
-
-    session: str
-    queue_depth: int
-    """Events queued for the session and not yet acknowledged, over all its channels."""
-    connected: bool
-
-
-@dataclass(frozen=True)
-class Snapshot:
-    """Everything a scrape reports, read in one go."""
-
-    channels: dict[str, int]
-    """Channel name -> length."""
-    durables: list[DurableSample]
-    sessions: list[SessionSample]
-
-
-# -- reading --------------------------------------------------------------------------------
-
-
-def snapshot(client: Client) -> Snapshot:
-    """Read the namespace now. A channel or durable deleted meanwhile is left out."""
-    now_ms = client.server_ms()
-    lengths: dict[str, int] = {}
-    durables: list[DurableSample] = []
-    groups: dict[str, dict[str, dict[str, Any]]] = {}
-    for info in client.channels():
-        try:
-            found = client.get_channel(info.name).durables()
-        except (ChannelNotFound, DurableNotFound):
-            continue
-        k = client.keys(info.name)
-        lengths[info.name] = info.length
-        groups[info.name] = _groups(client, k)
-        durables += _durable_samples(client, k, found, groups[info.name], now_ms)
-    sessions = [
-        SessionSample(r.id, _session_depth(client, r, groups), client.session_live(r.id))
-        for r in client.sessions()
-    ]
-    return Snapshot(lengths, durables, sessions)
-
-
-def _groups(client: Client, k: ChannelKeys) -> dict[str, dict[str, Any]]:
-    """The consumer groups on a channel's stream by name (durables' and sessions')."""
-    try:
-        reply = client.redis.xinfo_groups(k.stream)
-    except ResponseError as exc:
-        if str(exc).startswith("no such key"):  # no stream yet: so no groups either
-            return {}
-        raise
-    return {_text(g["name"]): g for g in reply}
-
-
-def _durable_samples(
-    client: Client,
-    k: ChannelKeys,
-    infos: Sequence[DurableInfo],
-    groups: dict[str, dict[str, Any]],
-    now_ms: int,
-) -> Iterator[DurableSample]:
-    """The samples of a channel's durables: the raw reads in one pipeline."""
-    present = [i for i in infos if i.name in groups]  # a durable deleted meanwhile: left out
-    pipe = client.redis.pipeline(transaction=False)
-    for info in present:
-        pipe.hlen(k.redeliveries(info.name))
-        pipe.xlen(k.dead(info.name))
-        pipe.xpending(k.stream, info.name)
-        pipe.hgetall(k.planned(info.name))
-    replies = pipe.execute()
-    for n, info in enumerate(present):
-        redelivered, dead, pending, batches = replies[4 * n : 4 * n + 4]
-        planned = planned_after(batches, _text(groups[info.name]["last-delivered-id"]))
-        yield DurableSample(
-            channel=info.channel,
-            durable=info.name,
-            depth=info.depth,
-            transaction_depth=info.transaction_depth,
-            consumers=len(info.consumers),
-            redeliveries=int(redelivered),
-            dead_letters=int(dead),
-            oldest_unacked_age_s=_age_s(pending, now_ms, planned.first),
-        )
-
-
-def _age_s(pending: dict[str, Any], now_ms: int, planned: str | None = None) -> float:
-    """Seconds since the oldest pending event of an `XPENDING` summary was published, or
-    the oldest of a batch a Spark query planned (`planned`), whichever is older."""
-    oldest = [planned] if planned else []
-    if pending.get("pending") and pending.get("min") is not None:
-        oldest.append(_text(pending["min"]))
-    if not oldest:
-        return 0.0
-    published_ms = min(id_key(i)[0] for i in oldest)
-    return max(0, now_ms - published_ms) / 1000
-
-
-def _session_depth(client: Client, record: SessionRecord, groups: dict[str, dict[str, Any]]) -> int:
-    """What the session has not acknowledged, over the channels it is interested in."""
-    name = session_group(record.id)
-    depth = 0
-    for channel in record.interests:
-        group = groups.get(channel, {}).get(name)
-        if group is not None:
-            depth += int(group["pending"]) + _lag(client, client.keys(channel), group)
-    return depth
-
-
-def _lag(client: Client, k: ChannelKeys, group: dict[str, Any]) -> int:
-    """Entries the group has not read yet; counted by hand when the server does not know
-    (after an `XGROUP SETID` without `ENTRIESREAD`)."""
-    if group.get("lag") is not None:
-        return int(group["lag"])
-    unread = client.redis.xrange(k.stream, "(" + _text(group["last-delivered-id"]), "+")
-    return len(unread or [])
-
-
-def _text(value: bytes | str) -> str:
-    return value.decode() if isinstance(value, bytes) else value
+def snapshot(client: Client) -> Figures:
+    """Read the namespace now (no alerts: the metrics do not export them)."""
+    return client.figures(alert_count=0)
 
 
 # -- presenting -----------------------------------------------------------------------------
 
-
-SESSION_HELP = {
-    "session_queue_depth": "Events queued for the session and not yet acknowledged.",
-    "session_connected": "1 while a client holds the session live, else 0.",
+DURABLE_GAUGES: dict[str, tuple[str, Callable[[DurableFigures], float]]] = {
+    "durable_depth": ("Events waiting to be delivered to the durable.", lambda d: d.info.depth),
+    "durable_transaction_depth": (
+        "Events delivered to the durable's consumers and not yet acknowledged.",
+        lambda d: d.info.transaction_depth,
+    ),
+    "durable_consumers": ("Consumers attached to the durable.", lambda d: len(d.info.consumers)),
+    "durable_lag": (
+        "Events after the durable's position that it has not read yet (filter not applied).",
+        lambda d: d.lag or 0,
+    ),
+    "durable_redeliveries": (
+        "Pending events of the durable that were delivered before (a gauge: redelivery "
+        "count above zero).",
+        lambda d: d.redelivered_pending,
+    ),
+    "durable_dead_letters": (
+        "Events in the durable's dead letters now (given up on after max_deliveries).",
+        lambda d: d.dead_letters,
+    ),
+    "durable_oldest_unacked_age_seconds": (
+        "Age of the oldest event the durable has not acknowledged, handed out or not, from "
+        "its publish time; 0 when it has acknowledged everything.",
+        lambda d: d.oldest_unacked_age_s,
+    ),
 }
-DURABLE_HELP = {
-    "durable_depth": "Events waiting to be delivered to the durable.",
-    "durable_transaction_depth": "Events delivered to the durable's consumers and not yet "
-    "acknowledged.",
-    "durable_consumers": "Consumers attached to the durable.",
-    "durable_redeliveries": "Pending events of the durable that were delivered before "
-    "(redelivery count above zero).",
-    "durable_dead_letters": "Events the durable gave up on after max_deliveries.",
-    "durable_oldest_unacked_age_seconds": "Age of the durable's oldest event delivered (or "
-    "handed back) and not yet acknowledged, from its publish time; 0 when none is.",
+DURABLE_COUNTERS: dict[str, tuple[str, Callable[[DurableFigures], int | None]]] = {
+    "durable_delivered": (
+        "Events the durable ever read from the channel (its group's entries-read).",
+        lambda d: d.delivered,
+    ),
+    "durable_acknowledged": (
+        "Events the durable read and no longer holds (acknowledged, or removed by a purge).",
+        lambda d: d.acknowledged,
+    ),
+    "durable_dead_lettered": (
+        "Events ever moved to the durable's dead letters.",
+        lambda d: d.dead_lettered,
+    ),
+    "durable_redelivered": (
+        "Events the durable handed out again (rolled back, back from a consumer that left "
+        "or lapsed, or inherited by a new exclusive holder).",
+        lambda d: d.redelivered,
+    ),
 }
-"""In the order of `_durable_values`."""
+DROP_REASONS = ("capacity", "ttl", "purge")
 
 
-def families(snap: Snapshot | None) -> list[GaugeMetricFamily]:
-    """The metric families of a snapshot; None (the server could not be read): only `up` 0."""
+def families(
+    figures: Figures | None, per_session: bool = False
+) -> list[GaugeMetricFamily | CounterMetricFamily]:
+    """The metric families of one read; None (the server could not be read): `up` 0."""
     up = GaugeMetricFamily(f"{PREFIX}_up", "1 if the durables server could be read, else 0.")
-    up.add_metric([], 0 if snap is None else 1)
-    if snap is None:
+    up.add_metric([], 0 if figures is None else 1)
+    if figures is None:
         return [up]
+    return [up, *_channels(figures), *_durables(figures), *_sessions(figures, per_session),
+            *_server(figures)]  # fmt: skip
+
+
+def _channels(figures: Figures) -> list[GaugeMetricFamily | CounterMetricFamily]:
     length = _gauge("channel_length", "Events in the channel.", ["channel"])
-    for channel, count in snap.channels.items():
-        length.add_metric([channel], count)
-    per_durable = [_gauge(n, h, ["channel", "durable"]) for n, h in DURABLE_HELP.items()]
-    for d in snap.durables:
-        for family, value in zip(per_durable, _durable_values(d), strict=True):
-            family.add_metric([d.channel, d.durable], value)
-    queue, connected = (_gauge(n, h, ["session"]) for n, h in SESSION_HELP.items())
-    for s in snap.sessions:
-        queue.add_metric([s.session], s.queue_depth)
-        connected.add_metric([s.session], 1 if s.connected else 0)
-    return [up, length, *per_durable, queue, connected]
+    retained = _gauge("channel_retained_bytes", "What the channel's stream takes in the "
+                      "server's memory.", ["channel"])  # fmt: skip
+    oldest = _gauge("channel_oldest_event_age_seconds", "Age of the channel's oldest retained "
+                    "event; 0 when it holds none.", ["channel"])  # fmt: skip
+    published = _counter("channel_published", "Events ever published to the channel "
+                         "(its stream's entries-added).", ["channel"])  # fmt: skip
+    dropped = _counter(
+        "channel_dropped",
+        "Events removed before every durable acknowledged them, by reason (capacity, ttl, purge).",
+        ["channel", "reason"],
+    )
+    duplicates = _counter("channel_duplicates_discarded", "Publishes not stored again: their "
+                          "message id was seen within the dedupe window.", ["channel"])  # fmt: skip
+    for c in figures.channels:
+        name = c.info.name
+        length.add_metric([name], c.info.length)
+        if c.retained_bytes is not None:
+            retained.add_metric([name], c.retained_bytes)
+        oldest.add_metric([name], _channel_age_s(c, figures.server_ms))
+        published.add_metric([name], c.added)
+        for reason in DROP_REASONS:
+            dropped.add_metric([name, reason], c.counters.get(f"dropped:{reason}", 0))
+        duplicates.add_metric([name], c.counters.get("duplicates", 0))
+    return [length, retained, oldest, published, dropped, duplicates]
+
+
+def _channel_age_s(c: ChannelFigures, now_ms: int) -> float:
+    return 0.0 if c.first_ms is None else max(0, now_ms - c.first_ms) / 1000
+
+
+def _durables(figures: Figures) -> list[GaugeMetricFamily | CounterMetricFamily]:
+    gauges = {n: _gauge(n, h, DURABLE) for n, (h, _) in DURABLE_GAUGES.items()}
+    counters = {n: _counter(n, h, DURABLE) for n, (h, _) in DURABLE_COUNTERS.items()}
+    for c in figures.channels:
+        for d in c.durables:
+            labels = [c.info.name, d.info.name]
+            for n, (_, value) in DURABLE_GAUGES.items():
+                if n != "durable_lag" or d.lag is not None:  # the server may not know it
+                    gauges[n].add_metric(labels, value(d))
+            for n, (_, count) in DURABLE_COUNTERS.items():
+                found = count(d)
+                if found is not None:
+                    counters[n].add_metric(labels, found)
+    return [*gauges.values(), *counters.values()]
+
+
+def _sessions(figures: Figures, per_session: bool) -> list[GaugeMetricFamily]:
+    states = _gauge("sessions", "Durable client sessions by state (live, away within its "
+                    "keep-alive, expired).", ["state"])  # fmt: skip
+    queued = _gauge("sessions_queue_depth", "Events queued for sessions and not yet "
+                    "acknowledged, summed over the sessions in each state.", ["state"])  # fmt: skip
+    fullest = _gauge("sessions_queue_fill_ratio_max", "The fullest session queue over its "
+                     "current limit (0..1; 0 when no session has a limit).", [])  # fmt: skip
+    count = dict.fromkeys(("live", "away", "expired"), 0)
+    depth = dict.fromkeys(count, 0)
+    ratio = 0.0
+    for s in figures.sessions:
+        count[s.state] += 1
+        depth[s.state] += s.queue_depth
+        limit = _queue_limit(s.live, s.max_depth, s.disconnected_max_depth)
+        if limit:
+            ratio = max(ratio, s.queue_depth / limit)
+    for state in count:
+        states.add_metric([state], count[state])
+        queued.add_metric([state], depth[state])
+    fullest.add_metric([], ratio)
+    found = [states, queued, fullest]
+    if per_session:
+        queue = _gauge("session_queue_depth", "Events queued for the session and not yet "
+                       "acknowledged.", ["session"])  # fmt: skip
+        connected = _gauge("session_connected", "1 while a client holds the session live, "
+                           "else 0.", ["session"])  # fmt: skip
+        for s in figures.sessions:
+            queue.add_metric([s.record.id], s.queue_depth)
+            connected.add_metric([s.record.id], 1 if s.live else 0)
+        found += [queue, connected]
+    return found
+
+
+def _queue_limit(live: bool, max_depth: int | None, dmax: int | None) -> int | None:
+    if live or dmax is None:
+        return max_depth
+    return max(dmax, max_depth or 0)
+
+
+def _server(figures: Figures) -> list[GaugeMetricFamily]:
+    h = health(figures.server)
+    used = _gauge("server_memory_used_bytes", "Memory the server uses.", [])
+    used.add_metric([], h.used_memory)
+    limit = _gauge("server_memory_max_bytes", "The server's maxmemory; 0: no limit.", [])
+    limit.add_metric([], h.maxmemory)
+    info = _gauge("server_info", "The server's role and eviction policy (value 1).",
+                  ["role", "eviction_policy"])  # fmt: skip
+    info.add_metric([h.role, h.policy], 1)
+    safe = _gauge("server_eviction_safe", "1 unless the server may evict keys (a maxmemory "
+                  "with a policy other than noeviction).", [])  # fmt: skip
+    safe.add_metric([], 1 if h.maxmemory == 0 or h.policy == "noeviction" else 0)
+    aof = _gauge("server_aof_enabled", "1 while the server writes its append-only file.", [])
+    aof.add_metric([], 1 if h.aof else 0)
+    replicas = _gauge("server_connected_replicas", "Replicas connected to the server.", [])
+    replicas.add_metric([], h.replicas)
+    return [used, limit, info, safe, aof, replicas]
 
 
 def _gauge(name: str, documentation: str, labels: list[str]) -> GaugeMetricFamily:
     return GaugeMetricFamily(f"{PREFIX}_{name}", documentation, labels=labels)
 
 
-def _durable_values(d: DurableSample) -> tuple[float, ...]:
-    return (d.depth, d.transaction_depth, d.consumers, d.redeliveries, d.dead_letters,
-            d.oldest_unacked_age_s)  # fmt: skip
+def _counter(name: str, documentation: str, labels: list[str]) -> CounterMetricFamily:
+    return CounterMetricFamily(f"{PREFIX}_{name}", documentation, labels=labels)
 
 
 # -- the collector --------------------------------------------------------------------------
@@ -241,47 +229,47 @@ class DurablesCollector(Collector):
     Scrapes are taken one at a time (an HTTP server may call from several threads).
     """
 
-    def __init__(self, client: Client | Callable[[], Client]) -> None:
+    def __init__(self, client: Client | Callable[[], Client], per_session: bool = False) -> None:
         self.client = client
+        self.per_session = per_session
         self._lock = threading.Lock()
 
     def collect(self) -> Iterable[Metric]:
         with self._lock:
             try:
                 client = self.client() if callable(self.client) else self.client
-                snap: Snapshot | None = snapshot(client)
+                figures: Figures | None = snapshot(client)
             except (DurablesError, RedisError) as exc:
                 log.warning("durables metrics: cannot read the server: %s", exc)
-                snap = None
-        return families(snap)
+                figures = None
+        return families(figures, self.per_session)
 
     def describe(self) -> Iterable[Metric]:
         """The families without samples, so registering reads nothing from the server."""
-        return families(Snapshot({}, [], []))
+        return families(Figures(0, {}, [], [], []), self.per_session)
 
 
-def collector(client: Client | Callable[[], Client]) -> DurablesCollector:
+def collector(
+    client: Client | Callable[[], Client], per_session: bool = False
+) -> DurablesCollector:
     """A collector for an application's own registry: `REGISTRY.register(collector(c))`."""
-    return DurablesCollector(client)
+    return DurablesCollector(client, per_session)
 
 
-def registry(client: Client | Callable[[], Client]) -> CollectorRegistry:
+def registry(client: Client | Callable[[], Client], per_session: bool = False) -> CollectorRegistry:
     """A registry of its own holding only the durables collector."""
     reg = CollectorRegistry(auto_describe=False)
-    reg.register(collector(client))
+    reg.register(collector(client, per_session))
     return reg
 
 
-def exposition(client: Client) -> str:
+def exposition(client: Client, per_session: bool = False) -> str:
     """The Prometheus text exposition of the namespace now."""
-    return generate_latest(registry(client)).decode()
+    return generate_latest(registry(client, per_session)).decode()
 
 
 __all__ = [
-    "DurableSample",
     "DurablesCollector",
-    "SessionSample",
-    "Snapshot",
     "collector",
     "exposition",
     "families",

@@ -348,7 +348,7 @@ class SharedLoop(ReaderLoop):
         super().__init__(ctx, k, lock)
         self._on_notice = on_notice
         self.window = window
-        self.id = f"{name}#{secrets.token_hex(4)}"
+        self.id = f"{name}#{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
         self.state: SharedHandout = SharedHandout(k, durable, kind, self.id, window=window,
                                    lease_ms=ctx.lease_ms, selector=selector)  # fmt: skip
         self._context = self.state.context

@@ -172,6 +172,23 @@ class Nack:
     """The nack's own id in the channel's nack stream (when it was recorded)."""
 
 
+@dataclass(frozen=True)
+class AuditEntry:
+    """One admin action as the audit log keeps it."""
+
+    id: str
+    time_ms: int
+    """When it was recorded, on the server's clock."""
+    action: str
+    """What was done: 'delete-durable', 'purge', ..."""
+    target: str
+    """On what: 'channel orders', 'durable orders/billing', 'session mobile-42'."""
+    address: str
+    """From where: the console's client address, or the CLI's user@host."""
+    outcome: str
+    """What came of it, as the tool reported it."""
+
+
 @dataclass
 class HousekeepReport:
     """What one round of housekeeping did."""
@@ -191,6 +208,7 @@ class HousekeepReport:
 
 __all__ = [
     "KINDS",
+    "AuditEntry",
     "ChannelInfo",
     "DeadLetter",
     "DurableInfo",

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 
 import pytest
 from click.testing import CliRunner
@@ -19,7 +20,7 @@ from .cli_support import (
     library_json,
     property_value,
 )
-from .helpers import fetch_all
+from .helpers import fetch_all, publish
 from .servers import free_port
 
 # -- listing and inspecting -------------------------------------------------------------
@@ -76,11 +77,32 @@ def test_durables_says_so_when_a_channel_has_none(cli: Cli, channel: durables.Ch
 def test_inspect_shows_every_field_of_a_durable(cli: Cli, channel: durables.Channel) -> None:
     durable = channel.durable("billing", filter="qty > 5")
     channel.publish(b"x", properties={"qty": 9})
-    assert cli.json("inspect", "orders", "billing") == library_json(durable.info())
+    found = cli.json("inspect", "orders", "billing")
+    assert {k: found[k] for k in library_json(durable.info())} == library_json(durable.info())
     table = cli.ok("inspect", "orders", "billing")
     for field in dataclasses.fields(durables.DurableInfo):
         assert field.name in table
     assert "qty > 5" in table
+
+
+def test_inspect_json_carries_every_figure_the_console_shows(
+    cli: Cli, client: durables.Client, channel: durables.Channel
+) -> None:
+    billing = channel.durable("billing", kind="shared", start="earliest", max_deliveries=3)
+    channel.publish_many([durables.Message(b"%d" % i) for i in range(4)])
+    with billing.consumer("w1", prefetch=2) as worker:
+        assert len(fetch_all(worker, 2)) == 2
+        found = cli.json("inspect", "orders", "billing")
+    (shown,) = client.figures(channel="orders").channels[0].durables
+    assert found["max_deliveries"] == 3
+    assert (found["lag"], found["dead_letters"], found["delivered"]) == (2, 0, 2)
+    assert found["oldest_unacked_age_s"] >= 0 and found["acknowledged"] == 0
+    assert found["redelivered"] == 0 and found["dead_lettered"] == 0
+    assert [w.split("#")[0] for w in found["windows"]] == ["w1"]
+    (consumer,) = found["consumer_details"]
+    assert (consumer["name"], consumer["window"], consumer["held"]) == ("w1", 2, 2)
+    assert consumer["pid"] == os.getpid() and consumer["lease_left_s"] > 0
+    assert shown.lag == 2
 
 
 # -- creating ---------------------------------------------------------------------------
@@ -313,3 +335,19 @@ def test_the_url_and_namespace_come_from_the_environment(
     result = CliRunner().invoke(CLI, ["channels", "--json"], env=env)
     assert result.exit_code == exits.OK, describe(result)
     assert [c["name"] for c in json.loads(result.stdout)] == ["orders"]
+
+
+def test_destructive_commands_leave_a_note_in_the_audit_log(
+    cli: Cli, channel: durables.Channel
+) -> None:
+    channel.durable("billing")
+    assert "no admin actions recorded" in cli.ok("audit")
+    publish(channel, 2)
+    cli.ok("purge", "orders", "--yes")
+    cli.ok("delete", "orders", "billing", "--yes")
+    newest, oldest = cli.json("audit")
+    assert (newest["action"], newest["target"]) == ("delete-durable", "durable orders/billing")
+    assert (oldest["action"], oldest["target"]) == ("purge", "channel orders")
+    assert oldest["outcome"] == "purged 2 events from channel 'orders'"
+    assert newest["address"].startswith("cli, ") and "@" in newest["address"]
+    assert "delete-durable" in cli.ok("audit", "--count", "1")

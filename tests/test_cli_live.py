@@ -31,6 +31,7 @@ from .cli_support import (
     library_json,
 )
 from .helpers import fetch_all
+from .servers import RedisProcess
 
 # -- tail -------------------------------------------------------------------------------
 
@@ -201,6 +202,38 @@ def test_watch_once_shows_channels_with_their_durables_depths(
         ["orders", "3", "audit", "exclusive", "0", "0", "-"],
         ["", "", "billing", "exclusive", "3", "0", "-"],
     ]
+
+
+def test_watch_piped_prints_frames_says_down_since_during_an_outage_and_goes_on(
+    fresh_server: RedisProcess, namespace: str
+) -> None:
+    with durables.connect(fresh_server.url, namespace=namespace) as setup:
+        setup.channel("orders").publish(b"x")
+    command = [str(SCRIPT), "--url", fresh_server.url, "--namespace", namespace, "watch",
+               "--interval", "0.2"]  # fmt: skip
+    env = {**os.environ, "DURABLES_CONNECT_TIMEOUT_S": "1"}
+    child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True, env=env)  # fmt: skip
+    assert child.stdout is not None
+    try:
+        frames = 0
+        while frames < 2:  # written as they are taken, not at the end
+            frames += "orders" in read_line(child.stdout)
+        fresh_server.stop()
+        while "server down since" not in (line := read_line(child.stdout)):
+            pass
+        assert "still trying" in line
+        fresh_server.start()
+        while "orders" not in read_line(child.stdout):
+            pass
+        child.send_signal(signal.SIGINT)
+        _, err = child.communicate(timeout=LINE_TIMEOUT_S)
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+    assert child.returncode == exits.OK, err
+    assert "Traceback" not in err
 
 
 def test_watch_once_json_is_a_snapshot_of_what_the_library_sees(

@@ -7,6 +7,7 @@ action asks before it acts.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -16,8 +17,10 @@ from playwright.sync_api import expect, sync_playwright
 
 import durables
 
+from .cli_support import Cli
 from .conftest import FAST
 from .console_support import chromium_or_skip, console, screenshot
+from .helpers import fetch_all
 from .secure import PASSWORD, SECURE
 from .servers import RedisProcess
 
@@ -292,3 +295,106 @@ def test_a_durable_then_a_channel_are_deleted_through_the_pages(
         assert status == 400 and "is live" in body
     assert [s.id for s in client.sessions()] == ["phone"]
     live.close()
+
+
+def test_the_overview_lists_every_durable_with_its_depth_sorted_and_filtered(
+    page: tuple[Page, Dialogs], client: durables.Client, server_url: str, namespace: str
+) -> None:
+    p, _ = page
+    orders = client.channel("orders")
+    orders.durable("billing", start="earliest")
+    client.channel("prices").durable("ticks", start="earliest")
+    orders.publish_many([durables.Message(b"%d" % i) for i in range(5)])
+    orders.durable("audit", start="latest")  # after them: none for it
+    with console(server_url, namespace) as running:
+        p.goto(running.base + "/?sort=depth")
+        rows = p.locator("#all-durables tbody tr")
+        expect(rows).to_have_count(3)
+        assert rows.first.get_attribute("data-row") == "orders/billing"  # deepest first
+        expect(cell(p, "#all-durables tr[data-row='orders/billing']", "depth")).to_have_text("5")
+        expect(cell(p, "#all-durables tr[data-row='orders/audit']", "depth")).to_have_text("0")
+        assert "none" in p.locator("#all-durables tr[data-row='prices/ticks']").inner_text()
+        p.fill("form.filter input[name='q']", "tick")
+        p.locator("form.filter button").click()
+        p.wait_for_url("**q=tick**")
+        expect(rows).to_have_count(1)
+        assert rows.first.get_attribute("data-row") == "prices/ticks"
+        assert p.locator("header .namespace").inner_text() == f"namespace {namespace}"
+        assert "noeviction" in p.locator("#health").inner_text()
+        status, icon = running.get("/favicon.ico")
+        assert status == 200 and "svg" in icon
+
+
+def test_a_channel_page_names_the_session_that_holds_its_oldest_event(
+    page: tuple[Page, Dialogs], client: durables.Client, server_url: str, namespace: str
+) -> None:
+    p, _ = page
+    orders = client.channel("orders")
+    billing = orders.durable("billing", kind="shared", start="earliest")
+    session = client.session("mobile-42", timeout=600)
+    session.register_interest("orders")
+    session.close(keepalive=True)  # away, never reading: its queue holds the channel back
+    orders.publish_many([durables.Message(b"%d" % i) for i in range(3)])
+    with billing.consumer("w1", prefetch=3) as worker:
+        assert len(fetch_all(worker, 3)) == 3
+        worker.commit()  # the durable holds nothing back
+        with console(server_url, namespace) as running:
+            p.goto(running.base + "/channels/orders")
+            expect(p.locator("dl.facts [data-field='retained_by']")).to_have_text(
+                "session mobile-42"
+            )
+            consumers = p.locator("#consumers tbody tr")
+            expect(consumers).to_have_count(1)
+            assert "w1" in consumers.first.inner_text()
+            p.goto(running.base + "/")
+            expect(cell(p, "#channels tr[data-channel='orders']", "retained_by")).to_have_text(
+                "session mobile-42"
+            )
+
+
+def test_browsing_shows_payloads_as_text_and_changes_no_depth(
+    page: tuple[Page, Dialogs], client: durables.Client, server_url: str, namespace: str
+) -> None:
+    p, _ = page
+    orders = client.channel("orders")
+    billing = orders.durable("billing", kind="shared", start="earliest")
+    orders.publish(b'{"order": 17}', key="o-17", properties={"region": "eu"})
+    orders.publish(EVIL.encode())
+    with console(server_url, namespace) as running:
+        p.goto(running.base + "/channels/orders")
+        p.locator("tr[data-durable='billing'] a", has_text="next events").click()
+        payloads = p.locator("#events code.payload")
+        expect(payloads).to_have_text(['{"order": 17}', EVIL])
+        first = p.locator("#events tbody tr").first.inner_text()
+        assert "o-17" in first and "region=eu" in first
+        p.goto(running.base + "/browse?channel=orders")  # the newest first
+        expect(p.locator("#events code.payload")).to_have_text([EVIL, '{"order": 17}'])
+        assert p.locator("script").count() == 1  # the console's own: the payload is text
+    assert (billing.depth(), billing.transaction_depth()) == (2, 0)
+    with billing.consumer("w1", prefetch=2) as worker:
+        assert [e.data for e in fetch_all(worker, 2)] == [b'{"order": 17}', EVIL.encode()]
+        assert not any(e.redelivered for e in fetch_all(worker, 0))
+
+
+def test_an_admin_delete_is_kept_in_the_audit_log_shown_by_the_page_and_the_cli(
+    page: tuple[Page, Dialogs], client: durables.Client, server_url: str, namespace: str
+) -> None:
+    p, dialogs = page
+    dialogs.accept = True
+    orders = client.channel("orders")
+    orders.durable("billing", kind="shared", start="earliest")
+    with console(server_url, namespace, "--admin") as running:
+        p.goto(running.base + "/audit")
+        p.locator("main .empty", has_text="no admin actions recorded").wait_for()
+        p.goto(running.base + "/channels/orders")
+        p.locator("tr[data-durable='billing'] button[data-action='delete-durable']").click()
+        p.locator("#flash", has_text="deleted durable 'billing' of 'orders'").wait_for()
+        p.goto(running.base + "/audit")
+        row = p.locator("#audit tbody tr").first.inner_text()
+        assert "delete-durable" in row and "durable orders/billing" in row
+        assert "console, from 127.0.0.1" in row
+    (entry, *_) = Cli(server_url, namespace).json("audit")
+    assert (entry["action"], entry["target"]) == ("delete-durable", "durable orders/billing")
+    assert entry["address"] == "console, from 127.0.0.1"
+    assert entry["outcome"] == "deleted durable 'billing' of 'orders'"
+    assert abs(entry["time_ms"] / 1000 - time.time()) < 60

@@ -71,6 +71,22 @@ def test_a_token_is_needed_for_every_request(server_url: str, namespace: str) ->
         assert running.get("/", {"cookie": "durables_console=let-me-in"})[0] == 200
 
 
+def test_the_token_login_redirects_only_to_a_path_of_the_console(
+    server_url: str, namespace: str
+) -> None:
+    with console(server_url, namespace, env={"DURABLES_CONSOLE_TOKEN": "let-me-in"}) as running:
+        host, port = running.base.removeprefix("http://").split(":")
+        for path, expected in (("//evil.example/x?token=let-me-in&a=1", "/evil.example/x?a=1"),
+                               ("/\\evil.example/x?token=let-me-in", "/%5Cevil.example/x"),
+                               ("/sessions?token=let-me-in", "/sessions")):  # fmt: skip
+            connection = http.client.HTTPConnection(host, int(port), timeout=10)
+            connection.request("GET", path)
+            reply = connection.getresponse()
+            assert reply.status == 303, path
+            assert reply.getheader("location") == expected, path
+            connection.close()
+
+
 def test_an_action_needs_the_page_token_and_its_own_origin(server_url: str, namespace: str) -> None:
     with durables.connect(server_url, namespace=namespace, **FAST) as client:
         orders = client.channel("orders")
@@ -104,8 +120,11 @@ def test_without_a_token_only_a_loopback_host_name_is_answered(
     """Another site's name rebound to 127.0.0.1 (DNS rebinding) gets nothing."""
     with console(server_url, namespace, "--admin") as running:
         port = running.base.rsplit(":", 1)[1]
-        for host in (f"127.0.0.1:{port}", f"localhost:{port}", f"[::1]:{port}"):
+        for host in (f"127.0.0.1:{port}", f"localhost:{port}", f"[::1]:{port}", "[::1]",
+                     "localhost", "127.0.0.1"):  # fmt: skip
             assert running.get("/api/state", {"host": host})[0] == 200, host
+        status, icon = running.get("/favicon.ico")
+        assert status == 200 and icon.startswith("<svg")
         status, body = running.get("/", {"host": f"evil.example:{port}"})
         assert status == 421 and "evil.example" in body
 

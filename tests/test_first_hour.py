@@ -4,15 +4,18 @@ documented exit code and changes nothing stored; a misspelled variable is pointe
 from __future__ import annotations
 
 import logging
+import os
+import subprocess
 from pathlib import Path
 
 import pytest
 
 import durables
 from durables.ids import LAST_ID, MAX_SEQ
+from durables.server import EmbeddedServer
 from durables.settings import load_settings
 
-from .cli_support import Cli, exits
+from .cli_support import SCRIPT, Cli, exits
 from .helpers import publish
 from .test_bad_input import snapshot
 
@@ -67,9 +70,38 @@ def test_the_purge_prompt_names_an_id_not_a_count(client: durables.Client, cli: 
 def test_an_unwritable_home_is_one_line_with_the_server_code(namespace: str) -> None:
     cli = Cli(None, namespace, {"DURABLES_HOME": "/proc/no-such-home"})
 
-    line = one_error_line(cli, exits.SERVER, "channels")
+    line = one_error_line(cli, exits.SERVER, "server", "start")
 
     assert "/proc/no-such-home" in line and "DURABLES_HOME" in line
+
+
+def test_an_admin_command_with_no_server_named_says_how_to_name_one_and_starts_none(
+    tmp_path: Path,
+) -> None:
+    home = tmp_path / "home"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DURABLES_")}
+    for command in (["channels"], ["metrics", "--serve", "0"], ["watch"],
+                    ["console", "--port", "0"]):  # fmt: skip
+        done = subprocess.run([str(SCRIPT), *command], env={**env, "DURABLES_HOME": str(home)},
+                              cwd=tmp_path, capture_output=True, text=True, timeout=60)  # fmt: skip
+        assert done.returncode == exits.UNREACHABLE, (command, done.stderr)
+        assert done.stdout == "", command
+        (line,) = done.stderr.splitlines()
+        assert line.startswith("error: no server to talk to: set DURABLES_URL"), line
+        assert "durables server start" in line
+    assert EmbeddedServer(home).status().running is False
+    assert not (home / "server.json").exists()
+    assert not [pid for pid in os.listdir("/proc") if pid.isdigit() and _mentions(pid, home)]
+
+
+def _mentions(pid: str, home: Path) -> bool:
+    """Whether process `pid` runs with `home` in its command line or working directory."""
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
+        cwd = os.readlink(f"/proc/{pid}/cwd")
+    except OSError:
+        return False
+    return str(home) in cmdline or cwd.startswith(str(home))
 
 
 def test_a_malformed_durables_toml_is_one_line_naming_the_file(

@@ -24,11 +24,12 @@ LAYERS: dict[str, int] = {
     "producers": 1,
     "selector_lexer": 1, "selector_ast": 1, "selector_parser": 1, "selector": 1,
     "events": 1, "replies": 1, "contact": 1, "processes": 1, "server": 1, "server_setup": 1,
-    "scripts": 1, "server_health": 1, "permissions": 1, "verdicts": 1,
+    "scripts": 1, "server_health": 1, "permissions": 1, "verdicts": 1, "attachments": 1,
     "routing": 1,
     # 2: operations as plain data, and the readers' state machines (no I/O)
     "ops": 2, "ops.base": 2, "ops.channels": 2, "ops.durables": 2, "ops.housekeeping": 2,
     "ops.exclusive": 2, "ops.shared": 2, "ops.sessions": 2, "ops.flows": 2, "ops.server": 2,
+    "ops.audit": 2,
     # 3: sending: transport, cluster, executor, leases, runtime, context (and asyncio twins)
     "transport": 3, "cluster": 3, "memory": 3, "link": 3, "direct": 3, "executor": 3, "leases": 3,
     "runtime": 3, "context": 3,
@@ -38,7 +39,7 @@ LAYERS: dict[str, int] = {
     "reading": 4, "fetching": 4, "exclusive": 4, "shared": 4, "consumer": 4, "subscription": 4,
     "retention": 4,
     "publishing": 4, "dead_letters": 4, "session_store": 4, "session_delivery": 4,
-    "session_core": 4, "aio.readers": 4, "aio.consumer": 4,
+    "session_core": 4, "aio.readers": 4, "aio.consumer": 4, "audit": 4,
     # 5: the public objects
     "durable": 5, "channel": 5, "session": 5, "housekeeping": 5, "figures": 5,
     "aio.durable": 5, "aio.channel": 5, "aio.session": 5,

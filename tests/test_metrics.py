@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import socket
 import subprocess
+import sys
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -16,7 +17,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 import durables
-from durables.metrics import collector, registry
+from durables.metrics import collector, exposition, registry
 
 from .cli_support import SCRIPT, Cli, describe, exits
 from .conftest import FAST
@@ -34,7 +35,18 @@ def samples(text: str) -> Samples:
     """Every sample of an exposition by (name, sorted labels); parsed by prometheus_client."""
     found: Samples = {}
     for family in text_string_to_metric_families(text):
-        assert family.type == "gauge", family
+        assert family.type in ("gauge", "counter"), family
+        assert (family.type == "counter") == family.name.endswith(
+            (
+                "_published",
+                "_dropped",
+                "_discarded",
+                "_delivered",
+                "_acknowledged",
+                "_lettered",
+                "_redelivered",
+            )
+        ), family.name  # counters, and only they, end in _total
         for sample in family.samples:
             found[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
     return found
@@ -88,7 +100,7 @@ def known(client: durables.Client) -> Iterator[Known]:
 def test_metrics_show_the_state_the_library_sees(
     cli: Cli, client: durables.Client, known: Known
 ) -> None:
-    found = samples(cli.ok("metrics"))
+    found = samples(cli.ok("metrics", "--per-session"))
     elapsed = time.monotonic() - known.started
     billing = client.get_channel("orders").get_durable("billing")
     assert found[("durables_up", ())] == 1
@@ -109,8 +121,7 @@ def test_metrics_show_the_state_the_library_sees(
     assert len(billing.dead_letters()) == 1
     assert billing.transaction_depth() == 2 and billing.depth() == 4
     age = "durables_durable_oldest_unacked_age_seconds"
-    assert found[(age, durable_labels("audit"))] == 0
-    for name in ("billing", "retry"):
+    for name in ("audit", "billing", "retry"):  # audit: nothing handed out, 7 behind
         assert AGE_FLOOR_S <= found[(age, durable_labels(name))] <= elapsed + 1.0, name
     assert known.live.info().depth == 5
     session = {"mobile-away": (7, 0), "mobile-live": (5, 1)}
@@ -118,10 +129,88 @@ def test_metrics_show_the_state_the_library_sees(
         labels = (("session", name),)
         assert found[("durables_session_queue_depth", labels)] == depth, name
         assert found[("durables_session_connected", labels)] == connected, name
+    assert found[("durables_channel_published_total", (("channel", "orders"),))] == 7
+    delivered = "durables_durable_delivered_total"
+    assert found[(delivered, durable_labels("audit"))] == 0
+    assert found[("durables_durable_dead_lettered_total", durable_labels("billing"))] == 1
+    redelivered = "durables_durable_redelivered_total"
+    assert found[(redelivered, durable_labels("retry"))] == 2  # two rolled back once
+    assert found[(redelivered, durable_labels("audit"))] == 0
 
 
-def test_an_empty_namespace_is_up_with_no_samples(cli: Cli) -> None:
-    assert samples(cli.ok("metrics")) == {("durables_up", ()): 1}
+def test_sessions_are_aggregated_by_state_unless_asked_per_session(
+    cli: Cli, client: durables.Client, known: Known
+) -> None:
+    found = samples(cli.ok("metrics"))
+    assert not [name for name, _ in found if name.startswith("durables_session_")]
+    assert found[("durables_sessions", (("state", "away"),))] == 1
+    assert found[("durables_sessions", (("state", "live"),))] == 1
+    assert found[("durables_sessions_queue_depth", (("state", "away"),))] == 7
+    assert found[("durables_sessions_queue_depth", (("state", "live"),))] == 5
+
+
+def test_an_empty_namespace_is_up_with_no_channel_durable_or_session(cli: Cli) -> None:
+    found = samples(cli.ok("metrics"))
+    assert found[("durables_up", ())] == 1
+    assert not [n for n, _ in found if n.startswith(("durables_channel", "durables_durable"))]
+    states = {labels: v for (n, labels), v in found.items() if n == "durables_sessions"}
+    assert states == {(("state", s),): 0 for s in ("live", "away", "expired")}
+    assert ("durables_server_memory_used_bytes", ()) in found  # memory:// says 0
+    assert found[("durables_server_eviction_safe", ())] == 1
+
+
+def test_a_durable_nobody_reads_reports_the_age_of_its_backlog(
+    cli: Cli, client: durables.Client, channel: durables.Channel
+) -> None:
+    channel.durable("idle", start="earliest")  # no consumer ever: nothing is handed out
+    publish(channel, 3)
+    time.sleep(3.0)  # the events' age (their ids carry the server's publish time)
+    found = samples(cli.ok("metrics"))
+    labels = durable_labels("idle")
+    assert found[("durables_durable_depth", labels)] == 3
+    assert found[("durables_durable_consumers", labels)] == 0
+    assert found[("durables_durable_oldest_unacked_age_seconds", labels)] >= 3.0
+
+
+def test_a_filtered_exclusive_durable_holds_only_the_events_it_matches(
+    cli: Cli, client: durables.Client, channel: durables.Channel
+) -> None:
+    eu = channel.durable("eu", kind="exclusive", start="earliest", filter="region = 'eu'")
+    regions = ["eu", "us", "us", "eu", "us", "us", "eu"]
+    channel.publish_many([durables.Message(b"%d" % i, properties={"region": r})
+                          for i, r in enumerate(regions)])  # fmt: skip
+    with eu.consumer("e1") as holder:
+        assert len(fetch_all(holder, 3)) == 3  # every eu event, held unacknowledged
+        found = samples(cli.ok("metrics"))
+    assert found[("durables_durable_transaction_depth", durable_labels("eu"))] == 3
+    assert found[("durables_durable_depth", durable_labels("eu"))] == 0
+
+
+PUBLISHER = """
+import sys, durables
+with durables.connect(sys.argv[1], namespace=sys.argv[2]) as client:
+    ch = client.channel("orders")
+    for i in range(int(sys.argv[3])):
+        ch.publish(b"%d" % i)
+"""
+
+
+def test_published_total_counts_every_process_and_holds_across_a_server_restart(
+    fresh_server: RedisProcess, namespace: str
+) -> None:
+    def published() -> float:
+        with durables.connect(fresh_server.url, namespace=namespace, **FAST) as client:
+            found = samples(exposition(client))
+        return found[("durables_channel_published_total", (("channel", "orders"),))]
+
+    for count in ("3", "4"):
+        subprocess.run([sys.executable, "-c", PUBLISHER, fresh_server.url, namespace, count],
+                       check=True, timeout=60)  # fmt: skip
+    assert published() == 7
+    with durables.connect(fresh_server.url, namespace=namespace, **FAST) as client:
+        client.get_channel("orders").purge()  # the events go; the count stays
+    fresh_server.restart()
+    assert published() == 7
 
 
 def test_an_application_registers_the_collector_in_its_own_registry(
@@ -239,3 +328,34 @@ def test_serve_on_a_port_in_use_fails_with_one_line(cli: Cli) -> None:
 
 def test_host_without_serve_is_a_usage_error(cli: Cli) -> None:
     cli.fails(exits.USAGE, "error: --host applies only with --serve", "metrics", "--host", "::1")
+
+
+def test_dropped_and_discarded_events_are_counted_by_reason(
+    cli: Cli, client: durables.Client
+) -> None:
+    capped = client.channel("capped", capacity=3, full="drop_oldest")
+    publish(capped, 5)
+    brief = client.channel("brief", ttl=0.1)
+    brief.durable("slow", start="earliest")  # never reads: the lifespan drops its events
+    publish(brief, 2)
+    time.sleep(0.3)
+    client.housekeep()
+    purged = client.channel("purged")
+    purged.durable("late", start="earliest")
+    publish(purged, 4)
+    purged.purge()
+    assert purged.publish(b"x", message_id="order-17") == purged.publish(
+        b"y", message_id="order-17"
+    )
+    found = samples(cli.ok("metrics"))
+
+    def counted(name: str, **labels: str) -> float:
+        return found[(name, tuple(sorted(labels.items())))]
+
+    dropped = "durables_channel_dropped_total"
+    assert counted(dropped, channel="capped", reason="capacity") == 2
+    assert counted(dropped, channel="brief", reason="ttl") == 2
+    assert counted(dropped, channel="purged", reason="purge") == 4
+    assert counted(dropped, channel="purged", reason="ttl") == 0
+    assert counted("durables_channel_duplicates_discarded_total", channel="purged") == 1
+    assert counted("durables_channel_published_total", channel="purged") == 5

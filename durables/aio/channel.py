@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from .. import names
 from ..channel import DEFAULT_ACK_TIMEOUT_S, ChannelCore, finding, opening
 from ..durable import creating
-from ..events import Message, Properties
+from ..events import Event, Message, Properties
 from ..records import ChannelInfo, DurableInfo, Kind, Nack
 from .durable import AsyncDurable, load_durable
 
@@ -52,6 +52,9 @@ class AsyncChannel(ChannelCore):
 
     async def remove_key(self, key: str) -> str:
         return (await self.executor.drive(self.removing_key(key)))[0]
+
+    async def browse(self, count: int = 20) -> list[Event]:
+        return await self.executor.drive(self.browsing(count))
 
     async def nacks(self, count: int | None = None) -> list[Nack]:
         return await self.executor.drive(self.reading_nacks(count))

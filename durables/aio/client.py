@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from redis.exceptions import RedisError
 
-from .. import session_store
+from .. import audit, session_store
 from ..channel import channel_infos, channel_options
 from ..client import HEARTBEAT_TIMEOUT_FRACTION
 from ..contact import contact_error
@@ -17,7 +17,7 @@ from ..figures import Figures, read_figures
 from ..housekeeping import housekeep
 from ..ops import channels as channel_ops
 from ..ops import server as server_ops
-from ..records import ChannelInfo, FullPolicy, HousekeepReport, SessionRecord
+from ..records import AuditEntry, ChannelInfo, FullPolicy, HousekeepReport, SessionRecord
 from ..retention import tidy_channel
 from ..server import EmbeddedServer
 from ..server_health import ServerHealth, ServerWatch, check, parse_health
@@ -222,12 +222,23 @@ class AsyncClient:
     async def alerts(self, count: int = 100) -> list[dict[str, Any]]:
         return await self.ctx.executor.drive(session_store.alerts(self.ctx, count))
 
+    async def record_audit(self, action: str, target: str, address: str, outcome: str = "") -> str:
+        """Note an admin action in the namespace's audit log (kept on the server)."""
+        return await self.ctx.executor.drive(
+            audit.record(self.ctx, action, target, address, outcome)
+        )
+
+    async def audit(self, count: int = 100) -> list[AuditEntry]:
+        """The newest entries of the audit log of admin actions, newest first."""
+        return await self.ctx.executor.drive(audit.entries(self.ctx, count))
+
     async def server_ms(self) -> int:
         return await self.ctx.executor.drive(session_store.server_ms(self.ctx))
 
-    async def figures(self, alert_count: int = 20) -> Figures:
-        """Everything an operator looks at, read now (see `durables.figures`)."""
-        return await self.ctx.executor.drive(read_figures(self.ctx, alert_count))
+    async def figures(self, alert_count: int = 20, channel: str | None = None) -> Figures:
+        """Everything an operator looks at, read now (see `durables.figures`); with
+        `channel`, that channel's figures alone."""
+        return await self.ctx.executor.drive(read_figures(self.ctx, alert_count, channel))
 
     async def housekeep(self) -> HousekeepReport:
         """One round of housekeeping on every channel now."""

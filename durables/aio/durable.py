@@ -13,6 +13,7 @@ from .consumer import AsyncConsumer, AsyncListener, AsyncSubscription
 from .readers import AsyncExclusiveReader, AsyncReader, AsyncSharedReader
 
 if TYPE_CHECKING:
+    from ..events import Event
     from ..keys import ChannelKeys
     from .context import AsyncContext
 
@@ -48,6 +49,9 @@ class AsyncDurable(DurableCore):
 
     async def info(self) -> DurableInfo:
         return await self.executor.drive(self.describing())
+
+    async def browse(self, count: int = 20) -> list[Event]:
+        return await self.executor.drive(self.browsing(count))
 
     async def dead_letters(self, count: int | None = None) -> list[DeadLetter]:
         return await self.executor.drive(self.reading_dead_letters(count))

@@ -42,6 +42,14 @@ class Target:
             raise ConfigError(f"{action} needs {' and '.join(missing)}")
         return target
 
+    def described(self) -> str:
+        """What the action is on, as the audit log names it."""
+        if self.session:
+            return f"session {self.session}"
+        if self.durable:
+            return f"durable {self.channel}/{self.durable}"
+        return f"channel {self.channel}"
+
 
 async def _channel_figures(client: aio.AsyncClient, name: str) -> ChannelFigures:
     figures = await client.figures(alert_count=0)
@@ -98,8 +106,15 @@ async def _session_impact(client: aio.AsyncClient, session_id: str) -> str:
             f"new session.")  # fmt: skip
 
 
-async def perform(client: aio.AsyncClient, t: Target) -> str:
-    """Do it; a sentence saying what was done."""
+async def perform(client: aio.AsyncClient, t: Target, address: str = "unknown") -> str:
+    """Do it, and note it in the audit log (with `address`, where the request came from);
+    a sentence saying what was done."""
+    done = await _perform(client, t)
+    await client.record_audit(t.action, t.described(), f"console, from {address}", done)
+    return done
+
+
+async def _perform(client: aio.AsyncClient, t: Target) -> str:
     if t.action == "close-session":
         await _session_impact(client, t.session)  # refuses a live one
         closed = await client.discard_session(t.session, "an operator (the web console)")

@@ -34,9 +34,10 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from durables.errors import ConnectionLostError, DurablesError
+from durables.figures import health
 from durables.urls import shown
 
-from . import actions, views
+from . import actions, incident, views
 from .live import Live
 
 COOKIE = "durables_console"
@@ -47,6 +48,14 @@ NACKS_SHOWN = 50
 """Per channel, the newest nacks the page lists."""
 LETTERS_SHOWN = 200
 """The oldest dead letters of a durable the page lists."""
+EVENTS_SHOWN = 50
+"""How many events the browsing page shows."""
+AUDIT_SHOWN = 200
+"""The newest audit entries the page lists."""
+FAVICON = (
+    b'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 16 16"><rect width="16" height="16" '
+    b'rx="3" fill="#2b6cb0"/><path d="M4 4h4a4 4 0 010 8H4z" fill="#fff"/></svg>'
+)
 HEADERS = [
     (b"content-security-policy", b"default-src 'none'; script-src 'self'; style-src 'self'; "
      b"img-src 'self' data:; connect-src 'self'; base-uri 'none'; form-action 'self'; "
@@ -97,7 +106,7 @@ class Guard:
         if self.token is None:
             # no token: only this machine may come in, by a loopback name (another site's
             # DNS name rebound to 127.0.0.1 would otherwise read the pages and act)
-            host = request.headers.get("host", "").rsplit(":", 1)[0].strip("[]")
+            host = host_name(request.headers.get("host", ""))
             if host not in LOOPBACK_NAMES:
                 return PlainTextResponse(f"unexpected Host {host!r}: use 127.0.0.1", 421)
             return None
@@ -106,7 +115,7 @@ class Guard:
             return None
         if self._good(request.query_params.get("token", "")):
             rest = [(k, v) for k, v in parse_qsl(request.url.query) if k != "token"]
-            target = request.url.path + ("?" + urlencode(rest) if rest else "")
+            target = local_path(request.url.path) + ("?" + urlencode(rest) if rest else "")
             response = RedirectResponse(target, status_code=303)
             response.set_cookie(COOKIE, self.token, httponly=True, samesite="strict")
             return response
@@ -130,8 +139,12 @@ class Pages:
             body = views.outage(live.error) + body
         state = "live" if live.error is None else "server unreachable"
         html = views.layout(title, body, where=where, csrf=self.csrf, admin=self.config.admin,
-                            live=state)  # fmt: skip
+                            live=state, namespace=self.namespace())  # fmt: skip
         return HTMLResponse(html, status)
+
+    def namespace(self) -> str:
+        client = self.live.current
+        return client.namespace if client is not None else self.config.namespace or ""
 
     def server_url(self) -> str:
         client = self.live.current
@@ -142,6 +155,14 @@ class Pages:
         if figures is None:
             return self.page("Overview", "", "/")
         body = views.overview(figures, self.server_url(), self.live.rates, self.config.admin)
+        sort, needle = (
+            request.query_params.get("sort", "channel"),
+            request.query_params.get("q", ""),
+        )
+        body += "<h2>Durables</h2>" + incident.durables_table(
+            figures, self.live.durable_rates, sort, needle
+        )
+        body += incident.health(health(figures.server), self.namespace())
         return self.page("Overview", body, "/")
 
     async def channel(self, request: Request) -> Response:
@@ -152,7 +173,31 @@ class Pages:
         )
         if found is None:
             return self.page(f"Channel {name}", '<p class="empty">no such channel</p>', "", 404)
-        return self.page(f"Channel {name}", views.channel(found, self.config.admin), "")
+        body = views.channel(found, self.config.admin) + incident.consumers(found.durables)
+        return self.page(f"Channel {name}", body, "")
+
+    async def browse(self, request: Request) -> Response:
+        """Events to look at, read only: a channel's newest, or a durable's next ones."""
+        channel_name = request.query_params.get("channel", "")
+        durable = request.query_params.get("durable") or None
+        client = await self.live.client()
+        target = await client.get_channel(channel_name)
+        if durable is None:
+            found = await target.browse(EVENTS_SHOWN)
+            title = f"Newest events of {channel_name}"
+        else:
+            found = await (await target.get_durable(durable)).browse(EVENTS_SHOWN)
+            title = f"Next events of {durable} on {channel_name}"
+        return self.page(title, incident.events(channel_name, durable, found), "")
+
+    async def audit(self, request: Request) -> Response:
+        client = await self.live.client()
+        body = incident.audit(await client.audit(AUDIT_SHOWN))
+        return self.page("Audit log", body, "/audit")
+
+    async def favicon(self, request: Request) -> Response:
+        return Response(FAVICON, media_type="image/svg+xml",
+                        headers={"cache-control": "max-age=86400"})  # fmt: skip
 
     async def sessions(self, request: Request) -> Response:
         found = self.live.figures.sessions if self.live.figures else []
@@ -223,8 +268,9 @@ class Pages:
         if not isinstance(given, dict):
             return JSONResponse({"error": "the body must be a JSON object"}, 400)
         action = request.path_params["action"]
+        address = request.client.host if request.client else "unknown"
         return await _answer(
-            lambda client: actions.perform(client, actions.Target.of(action, given)),
+            lambda client: actions.perform(client, actions.Target.of(action, given), address),
             self.live, "done", refresh=True,
         )  # fmt: skip
 
@@ -248,6 +294,9 @@ def create_app(config: ConsoleConfig) -> Starlette:
             Route("/sessions", pages.sessions),
             Route("/dead-letters", pages.dead_letters),
             Route("/alerts", pages.alerts),
+            Route("/browse", pages.browse),
+            Route("/audit", pages.audit),
+            Route("/favicon.ico", pages.favicon),
             Route("/events", pages.events),
             Route("/api/state", pages.state),
             Route("/api/impact", pages.impact),
@@ -282,6 +331,19 @@ async def _error_page(request: Request, exc: Exception) -> Response:
     body = f'<p class="outage">{views.esc(exc)}</p>'
     page = views.layout("Not available", body, where="", csrf="", admin=False, live="")
     return HTMLResponse(page, status)
+
+
+def host_name(host: str) -> str:
+    """The name in a Host header, without its port: `[::1]:8480` and `[::1]` give `::1`."""
+    if host.startswith("["):
+        return host[1 : host.find("]")] if "]" in host else host
+    return host.rsplit(":", 1)[0]
+
+
+def local_path(path: str) -> str:
+    """`path` as a path on this site: `//evil.example/x` (or `/\\evil...`), which a
+    browser would follow to another site, becomes `/evil.example/x`."""
+    return "/" + path.lstrip("/\\")
 
 
 def same(given: str, secret: str) -> bool:

@@ -41,6 +41,8 @@ class Counters:
     at: float
     added: dict[str, int] = field(default_factory=dict)
     acknowledged: dict[str, int] = field(default_factory=dict)
+    durables: dict[tuple[str, str], tuple[int, int]] = field(default_factory=dict)
+    """(channel, durable) -> (delivered, acknowledged): counters."""
 
 
 class Live:
@@ -53,6 +55,8 @@ class Live:
         self.figures: Figures | None = None
         self.rates: dict[str, tuple[float, float]] = {}
         """Channel -> (events in per second, events acknowledged per second)."""
+        self.durable_rates: dict[tuple[str, str], tuple[float, float]] = {}
+        """(channel, durable) -> (events delivered per second, acknowledged per second)."""
         self.error: str | None = None
         self.down_since: float | None = None
         self.version = ""
@@ -126,6 +130,9 @@ class Live:
         for channel in figures.channels:
             counters.added[channel.info.name] = channel.added
             counters.acknowledged[channel.info.name] = _acknowledged(channel)
+            for d in channel.durables:
+                counters.durables[(channel.info.name, d.info.name)] = (
+                    d.delivered or 0, d.acknowledged or 0)  # fmt: skip
         last = self._counters
         if last is not None and now > last.at:
             span = now - last.at
@@ -140,6 +147,10 @@ class Live:
                     / span,
                 )
                 for name, added in counters.added.items()
+            }
+            self.durable_rates = {
+                at: _per_second(now_counts, last.durables.get(at, now_counts), span)
+                for at, now_counts in counters.durables.items()
             }
         self._counters, self.figures, self.error, self.down_since = counters, figures, None, None
 
@@ -159,6 +170,7 @@ class Live:
             "sessions": {
                 s.record.id: {
                     "live": s.live,
+                    "state": s.state,
                     "queue": s.queue_depth,
                     "keepalive_left_s": s.keepalive_left_s,
                 }
@@ -176,7 +188,7 @@ class Live:
         }  # fmt: skip
         return {"length": c.info.length, "rate_in": round(rate_in, 1),
                 "rate_out": round(rate_out, 1), "retained_bytes": c.retained_bytes,
-                "durables": durables}  # fmt: skip
+                "retained_by": c.retained_by, "durables": durables}  # fmt: skip
 
     def _publish(self, message: str) -> None:
         for queue in list(self._streams):
@@ -201,6 +213,10 @@ class Live:
                 yield f"data: {message}\n\n"
         finally:
             self._streams.discard(queue)
+
+
+def _per_second(now: tuple[int, int], before: tuple[int, int], span: float) -> tuple[float, float]:
+    return max(0, now[0] - before[0]) / span, max(0, now[1] - before[1]) / span
 
 
 def _acknowledged(channel: ChannelFigures) -> int:

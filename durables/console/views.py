@@ -31,13 +31,19 @@ def channel_href(name: str) -> str:
     return "/channels/" + quote(name, safe="")
 
 
-def layout(title: str, body: str, *, where: str, csrf: str, admin: bool, live: str) -> str:
-    """A whole page: the navigation, the live status line and the body."""
+def layout(
+    title: str, body: str, *, where: str, csrf: str, admin: bool, live: str, namespace: str = ""
+) -> str:
+    """A whole page: the navigation, the namespace, the live status line and the body."""
     nav = "".join(
         f'<a href="{href}"{" class=here" if href == where else ""}>{label}</a>'
         for href, label in (("/", "Overview"), ("/sessions", "Sessions"),
-                            ("/dead-letters", "Dead letters"), ("/alerts", "Nacks &amp; alerts"))
+                            ("/dead-letters", "Dead letters"), ("/alerts", "Nacks &amp; alerts"),
+                            ("/audit", "Audit"))
     )  # fmt: skip
+    shown_ns = (
+        f'<span class="namespace">namespace <b>{esc(namespace)}</b></span>' if namespace else ""
+    )
     mode = "admin" if admin else "read-only"
     return (
         "<!doctype html><html lang=en><head><meta charset=utf-8>"
@@ -45,7 +51,8 @@ def layout(title: str, body: str, *, where: str, csrf: str, admin: bool, live: s
         f'<meta name="csrf" content="{esc(csrf)}"><meta name="admin" content="{int(admin)}">'
         '<link rel="stylesheet" href="/static/console.css">'
         '<script type="module" src="/static/console.js"></script></head><body>'
-        f'<header><strong>durables</strong><nav>{nav}</nav><span class="mode">{mode}</span>'
+        f"<header><strong>durables</strong><nav>{nav}</nav>{shown_ns}"
+        f'<span class="mode">{mode}</span>'
         f'<span id="status" class="status">{esc(live)}</span></header>'
         f'<main><h1>{esc(title)}</h1><p id="flash" hidden></p>{body}</main></body></html>'
     )
@@ -91,7 +98,8 @@ def overview(f: Figures, server_url: str, rates: dict[str, tuple[float, float]],
         f"<dt>uptime</dt><dd>{esc(s.get('uptime_in_seconds'))} s</dd></dl>"
     )
     rows = (_channel_row(c, rates.get(c.info.name, (0.0, 0.0)), admin) for c in f.channels)
-    columns = ["channel", "length", "in /s", "out /s", "retained", "durables", "last minutes"]
+    columns = ["channel", "length", "in /s", "out /s", "retained", "durables", "held back by",
+               "last minutes"]  # fmt: skip
     if admin:
         columns.append("")
     news = '<p id="news" hidden><a href="/"></a></p>'  # the script: channels made since
@@ -107,6 +115,7 @@ def _channel_row(c: ChannelFigures, rates: tuple[float, float], admin: bool) -> 
         f'<span data-field="rate_out">{rates[1]:.1f}</span>',
         f'<span data-field="retained_bytes">{esc(_bytes(c.retained_bytes))}</span>',
         esc(", ".join(d.info.name for d in c.durables) or NONE),
+        f'<span data-field="retained_by">{esc(c.retained_by or NONE)}</span>',
         '<canvas class="chart" width="160" height="32" data-series="length"></canvas>',
     ]
     if admin:
@@ -122,18 +131,26 @@ def channel(c: ChannelFigures, admin: bool) -> str:
         f'<dl class="facts" data-channel="{esc(name)}"><dt>length</dt>'
         f'<dd data-field="length">{c.info.length}</dd>'
         f"<dt>durables</dt><dd>{len(c.durables)}</dd>"
-        f"<dt>retained</dt><dd>{esc(_bytes(c.retained_bytes))}</dd></dl>"
+        f"<dt>retained</dt><dd>{esc(_bytes(c.retained_bytes))}</dd>"
+        f'<dt>oldest event held back by</dt><dd data-field="retained_by">'
+        f"{esc(c.retained_by or 'nothing: every durable and session acknowledged it')}</dd></dl>"
+        f'<p><a href="/browse?{esc(urlencode({"channel": name}))}">Look at its newest '
+        "events</a> (read only)</p>"
     )
     buttons = ""
     if admin:
         buttons = ('<p class="actions">' + action("purge", "Purge channel", channel=name)
                    + action("delete-channel", "Delete channel", channel=name) + "</p>")  # fmt: skip
     columns = ["durable", "kind", "filter", "depth", "txn depth", "lag", "oldest unacked",
-               "consumers", "dead letters", "depth, last minutes"]  # fmt: skip
+               "consumers", "dead letters", "browse", "depth, last minutes"]  # fmt: skip
     if admin:
         columns.append("")
     rows = (_durable_row(name, d, admin) for d in c.durables)
-    return facts + buttons + table(columns, rows, id_="durables", empty="no durables")
+    legend = ('<p class="note">oldest unacked: the age of the oldest event the durable has not '
+              "acknowledged, whether its consumers hold it (txn depth) or it still waits to be "
+              "delivered (depth).</p>")  # fmt: skip
+    found = table(columns, rows, id_="durables", empty="no durables")
+    return facts + buttons + found + (legend if c.durables else "")
 
 
 def _durable_row(channel_name: str, d: DurableFigures, admin: bool) -> str:
@@ -143,6 +160,7 @@ def _durable_row(channel_name: str, d: DurableFigures, admin: bool) -> str:
     else:
         consumers = ", ".join(f"{n} (window {w})" for n, w in d.windows.items()) or "none"
     letters = str(d.dead_letters)
+    browse = urlencode({"channel": channel_name, "durable": i.name})
     if d.dead_letters:
         query = urlencode({"channel": channel_name, "durable": i.name})
         letters = f'<a href="/dead-letters?{esc(query)}">{d.dead_letters}</a>'
@@ -152,7 +170,7 @@ def _durable_row(channel_name: str, d: DurableFigures, admin: bool) -> str:
         f'<span data-field="transaction_depth">{i.transaction_depth}</span>',
         f'<span data-field="lag">{esc(d.lag if d.lag is not None else NONE)}</span>',
         f'<span data-field="oldest_unacked_age_s">{d.oldest_unacked_age_s:.1f}</span> s',
-        esc(consumers), letters,
+        esc(consumers), letters, f'<a href="/browse?{esc(browse)}">next events</a>',
         '<canvas class="chart" width="160" height="32" data-series="depth"></canvas>',
     ]  # fmt: skip
     if admin:
@@ -174,7 +192,7 @@ def _session_row(s: SessionFigures, admin: bool) -> str:
     if s.disconnected_max_depth is not None:
         limit += f" ({s.disconnected_max_depth} while away)"
     left = NONE if s.keepalive_left_s is None else f"{s.keepalive_left_s:.0f} s"
-    cells = [esc(s.record.id), f'<span data-field="state">{"live" if s.live else "away"}</span>',
+    cells = [esc(s.record.id), f'<span data-field="state">{esc(s.state)}</span>',
              f'<span data-field="queue">{s.queue_depth}</span>', esc(limit),
              f'<span data-field="keepalive_left_s">{esc(left)}</span>',
              esc(", ".join(s.record.interests) or NONE)]  # fmt: skip

@@ -10,6 +10,7 @@
 -- KEYS[5]  the durable's keep set (ids whose count must not rise)
 -- KEYS[6]  the durable's gates set
 -- KEYS[7]  the new holder's gate (an empty stream given the durable's group)
+-- KEYS[8]  the durable's tally (counters for the metrics: 'redelivered')
 -- ARGV[1]  durable name (the group)
 -- ARGV[2]  the new holder's token (its consumer name in the group)
 -- ARGV[3]  lease length in milliseconds
@@ -32,6 +33,7 @@ redis.call('SADD', KEYS[6], KEYS[7])
 if redis.call('EXISTS', KEYS[7]) == 0 then
   redis.call('XGROUP', 'CREATE', KEYS[7], group, '$', 'MKSTREAM')
 end
+local again = 0  -- events handed out again: counted for the metrics
 for _, consumer in ipairs(redis.call('XINFO', 'CONSUMERS', stream, group)) do
   local name = consumer[2]
   if name ~= me then
@@ -39,11 +41,15 @@ for _, consumer in ipairs(redis.call('XINFO', 'CONSUMERS', stream, group)) do
     for _, id in ipairs(ids) do
       if redis.call('SISMEMBER', KEYS[5], id) == 0 then
         redis.call('HINCRBY', KEYS[4], id, 1)
+        again = again + 1
       end
     end
     claim(stream, group, me, ids)
     redis.call('XGROUP', 'DELCONSUMER', stream, group, name)
   end
+end
+if again > 0 then
+  redis.call('HINCRBY', KEYS[8], 'redelivered', again)
 end
 redis.call('DEL', KEYS[5])
 return redis.call('HGETALL', KEYS[4])

@@ -6,12 +6,13 @@
 -- ARGV[2]  count events after this id (exclusive)
 -- ARGV[3]  scan at most this many events
 -- ARGV[4]  'count', or 'ids' to return the matching ids themselves
+-- ARGV[5]  (optional) count events up to this id (inclusive); '+' when absent
 -- Returns  {count or list of ids, last id scanned ('' when the stream's end was reached)}.
 -- Errors   none of its own.
 --@include selector
 local tree = cjson.decode(ARGV[1])
 local limit = tonumber(ARGV[3])
-local entries = redis.call('XRANGE', KEYS[1], '(' .. ARGV[2], '+', 'COUNT', limit)
+local entries = redis.call('XRANGE', KEYS[1], '(' .. ARGV[2], ARGV[5] or '+', 'COUNT', limit)
 local count, ids = 0, {}
 for _, entry in ipairs(entries) do
   if selector.matches(tree, selector.fields(entry[2])) then

@@ -26,6 +26,7 @@
 --          or while it watches (lib/settle.lua)
 -- KEYS[13] the durable's waits hash (lib/settle.lua)
 -- KEYS[14] the caller's door (shared: opened when it may join the waiters, lib/settle.lua)
+-- KEYS[15] the durable's tally (counters for the metrics: 'redelivered')
 -- ARGV[1]  durable name (the group)
 -- ARGV[2]  the calling consumer's id
 -- ARGV[3]  lease length in milliseconds
@@ -57,7 +58,7 @@
 local d = {
   stream = KEYS[1], members = KEYS[3], alive = KEYS[4], ring = KEYS[5], redo = KEYS[6],
   delayed = KEYS[7], counts = KEYS[8], bell = KEYS[9], dead = KEYS[10], taps = KEYS[11],
-  waits = KEYS[13], group = ARGV[1],
+  waits = KEYS[13], tally = KEYS[15], group = ARGV[1],
 }
 local TAP_GRACE_MS = 1000
 local me = ARGV[2]

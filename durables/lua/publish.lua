@@ -42,6 +42,9 @@
 -- Errors   NOCHANNEL (no meta: the channel was deleted), FULL <capacity> (rule 'reject'),
 --          STALE (a copy of a call superseded by a later one of its producer), TRIPS (the
 --          trip points' keys are needed and were not named: nothing was done).
+-- The meta hash counts what the metrics export as counters: 'duplicates' (events not
+-- stored again: their message id was seen within the dedupe window) and
+-- 'dropped:capacity' (events a full 'drop_oldest' channel removed).
 -- While a session has a queue limit on the channel (a trip point), the meta hash counts
 -- the events published ('published') and sessions whose queue may have reached its
 -- limit are checked (lib/queue_limits.lua). Trip points are relative to that count, so it
@@ -142,6 +145,7 @@ publish_one = function(data, key, props, op, mid, own)
     end
     id = call('HGET', KEYS[8], mid)
     if id then
+      call('HINCRBY', KEYS[2], 'duplicates', 1)  -- a counter for the metrics
       return id  -- stored before: its first id stands
     end
   end
@@ -239,7 +243,10 @@ if tag and n > 0 then
   end
 end
 if capacity and meta[3] == 'drop_oldest' then
-  call('XTRIM', stream, 'MAXLEN', capacity)
+  local dropped = call('XTRIM', stream, 'MAXLEN', capacity)
+  if dropped > 0 then
+    call('HINCRBY', KEYS[2], 'dropped:capacity', dropped)  -- a counter for the metrics
+  end
 end
 local reply = n == 1 and ids[1] or ids
 if meta[6] == '1' then  -- no session has a queue limit here

@@ -11,6 +11,7 @@
 -- KEYS[6]  the durable's delayed zset
 -- KEYS[7]  the durable's redelivery counts
 -- KEYS[8]  the durable's taps hash (a detached consumer's taps close)
+-- KEYS[9]  the durable's tally (counters for the metrics: 'redelivered')
 -- ARGV[1]  durable name (the group)
 -- ARGV[2]  the orphan ttl in milliseconds
 -- Returns  how many orphaned events were handed back.
@@ -22,7 +23,7 @@
 --@include reap
 local d = {
   stream = KEYS[1], members = KEYS[2], alive = KEYS[3], ring = KEYS[4], redo = KEYS[5],
-  delayed = KEYS[6], counts = KEYS[7], taps = KEYS[8], group = ARGV[1],
+  delayed = KEYS[6], counts = KEYS[7], taps = KEYS[8], tally = KEYS[9], group = ARGV[1],
 }
 reap(d, now_ms())
 return reap_orphans(d, tonumber(ARGV[2]))

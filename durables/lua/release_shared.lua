@@ -9,6 +9,7 @@
 -- KEYS[6]  the durable's redelivery counts
 -- KEYS[7]  the durable's bell stream
 -- KEYS[8]  the durable's taps hash (reads through a tap wake, to be dealt these first)
+-- KEYS[9]  the durable's tally (counters for the metrics: 'redelivered')
 -- ARGV[1]  durable name (the group)
 -- ARGV[2]  consumer id
 -- ARGV[3..] ids handed to the application and not acknowledged
@@ -28,10 +29,15 @@ local handed = {}
 for i = 3, #ARGV do
   handed[ARGV[i]] = true
 end
+local redelivered = 0
 for _, id in ipairs(back) do
   if handed[id] then
     redis.call('HINCRBY', d.counts, id, 1)
+    redelivered = redelivered + 1
   end
+end
+if redelivered > 0 then
+  redis.call('HINCRBY', KEYS[9], 'redelivered', redelivered)
 end
 push_front(d.redo, sort_ids(back))
 remove_member(d, me)

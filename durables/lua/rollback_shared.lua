@@ -7,6 +7,7 @@
 -- KEYS[4]  the durable's redelivery counts
 -- KEYS[5]  the durable's bell stream
 -- KEYS[6]  the durable's taps hash (reads through a tap wake, to be dealt these first)
+-- KEYS[7]  the durable's tally (counters for the metrics: 'redelivered')
 -- ARGV[1]  durable name (the group)
 -- ARGV[2]  consumer id handing them back
 -- ARGV[3]  delay in milliseconds (0: at once)
@@ -37,6 +38,9 @@ end
 local moved = sort_ids(claim(stream, group, POOL, mine))
 for _, id in ipairs(moved) do
   redis.call('HINCRBY', KEYS[4], id, 1)
+end
+if #moved > 0 then
+  redis.call('HINCRBY', KEYS[7], 'redelivered', #moved)
 end
 if delay > 0 then
   local due = now_ms() + delay

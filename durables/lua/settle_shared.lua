@@ -16,6 +16,7 @@
 -- KEYS[10] the durable's waits hash
 -- KEYS[11] the caller's tap
 -- KEYS[12] the caller's door
+-- KEYS[13] the durable's tally (counters for the metrics: 'redelivered')
 -- ARGV[1]  durable name (the group)
 -- ARGV[2]  the calling consumer's id
 -- ARGV[3]  how long a wait may block, in milliseconds
@@ -39,7 +40,7 @@
 local d = {
   stream = KEYS[1], members = KEYS[2], alive = KEYS[3], ring = KEYS[4], redo = KEYS[5],
   delayed = KEYS[6], counts = KEYS[7], bell = KEYS[8], taps = KEYS[9], waits = KEYS[10],
-  group = ARGV[1],
+  tally = KEYS[13], group = ARGV[1],
 }
 local me, tap, door = ARGV[2], KEYS[11], KEYS[12]
 local ttl_ms = tonumber(ARGV[3]) + 1000  -- as fetch_shared.lua's TAP_GRACE_MS

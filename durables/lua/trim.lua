@@ -7,7 +7,8 @@
 -- head (no consumer would be given them), so they do not hold back retention.
 -- The lifespan is measured on the server's clock, as leases are.
 -- KEYS[1]  the channel's stream
--- KEYS[2]  the channel's meta hash (ttl_ms; 'moves' counts the groups moved)
+-- KEYS[2]  the channel's meta hash (ttl_ms; 'moves' counts the groups moved, 'dropped:ttl'
+--          and 'dropped:purge' the events removed unacknowledged)
 -- KEYS[3]  the channel's durables hash (name -> spec JSON with 'ast')
 -- KEYS[4..] two per durable named in ARGV[3..], in that order: its redelivery counts,
 --          then its keep set (both lose the ids trimmed away)
@@ -59,8 +60,9 @@ local function skip_rejected(g)
   g['last-delivered-id'] = last
 end
 
--- cut: every entry with an id below it goes.
-local cut = nil
+-- cut: every entry with an id below it goes; acked_cut: below it, every durable has
+-- acknowledged (set only when the lifespan cuts further).
+local cut, acked_cut = nil, nil
 if ARGV[1] == 'purge' then
   local last = ARGV[2]
   if last == '+' then
@@ -88,7 +90,7 @@ else
   if ttl then
     local expired = string.format('%.0f-0', now_ms() - ttl)
     if cut == nil or id_before(cut, expired) then
-      cut = expired
+      acked_cut, cut = cut or '0-0', expired
     end
   end
 end
@@ -96,9 +98,20 @@ if cut == nil then
   return 0
 end
 
+-- Events every durable acknowledged go first; what the lifespan or a purge removes beyond
+-- them is counted in the meta hash ('dropped:ttl', 'dropped:purge': counters the metrics
+-- export).
 local length = redis.call('XLEN', stream)
+if acked_cut then
+  redis.call('XTRIM', stream, 'MINID', acked_cut)
+end
+local kept = redis.call('XLEN', stream)
 redis.call('XTRIM', stream, 'MINID', cut)
 local removed = length - redis.call('XLEN', stream)
+local dropped = kept - (length - removed)
+if dropped > 0 then
+  redis.call('HINCRBY', KEYS[2], ARGV[1] == 'purge' and 'dropped:purge' or 'dropped:ttl', dropped)
+end
 
 -- A redelivery count goes with its event's acknowledgement, but a plain acknowledgement
 -- names only the ids its consumer was dealt with a count. A consumer whose lease lapsed

@@ -8,7 +8,7 @@ from typing import Any
 
 from .. import keys
 from ..errors import ChannelNotFound, DurablesError
-from ..events import SHAPE_DATA, SHAPE_PROPS, Batch
+from ..events import SHAPE_DATA, SHAPE_PROPS, Batch, Event, event_from_entry
 from ..records import ChannelInfo
 from .base import Op, as_bool, command, text, texts
 
@@ -155,3 +155,23 @@ def wait_replicas(replicas: int, timeout_s: float) -> Op[int]:
     """`WAIT`: how many replicas have the writes sent before it on the same connection."""
     return command("WAIT", replicas, max(1, int(timeout_s * 1000)), parse=_replicas,
                    context="waiting for replicas")  # fmt: skip
+
+
+def _events(channel: str) -> Any:
+    def parse(reply: Any) -> list[Event]:
+        return [e for e in (event_from_entry(channel, entry) for entry in reply or ()) if e]
+
+    return parse
+
+
+def newest(k: keys.ChannelKeys, channel: str, count: int) -> Op[list[Event]]:
+    """The channel's newest `count` events, newest first (a plain read: nothing is
+    delivered or acknowledged)."""
+    return command("XREVRANGE", k.stream, "+", "-", "COUNT", count, parse=_events(channel),
+                   context=f"channel {channel!r}", tolerate=frozenset({"no"}))  # fmt: skip
+
+
+def after(k: keys.ChannelKeys, channel: str, position: str, count: int) -> Op[list[Event]]:
+    """Up to `count` events after `position`, oldest first (a plain read)."""
+    return command("XRANGE", k.stream, "(" + position, "+", "COUNT", count,
+                   parse=_events(channel), context=f"channel {channel!r}")  # fmt: skip

@@ -98,11 +98,24 @@ def _counted(reply: Any) -> tuple[int, str]:
     return int(found), text(last)
 
 
-def count_matching(k: keys.ChannelKeys, name: str, tree: str, position: str) -> Op[tuple[int, str]]:
-    """Events after `position` matching the filter tree, in one slice: (count, where to go on,
-    '' when done)."""
-    return script("count_matching", [k.stream], [tree, position, SCAN_CHUNK, "count"],
+def count_matching(
+    k: keys.ChannelKeys, name: str, tree: str, position: str, until: str = "+"
+) -> Op[tuple[int, str]]:
+    """Events after `position` (up to `until`, inclusive) matching the filter tree, in one
+    slice: (count, where to go on, '' when done)."""
+    return script("count_matching", [k.stream], [tree, position, SCAN_CHUNK, "count", until],
                   parse=_counted, context=_about(k, name))  # fmt: skip
+
+
+def _oldest_pending(summary: Any) -> str | None:
+    if not isinstance(summary, dict) or not summary.get("pending"):
+        return None
+    return text(summary["min"]) if summary.get("min") is not None else None
+
+
+def oldest_pending(k: keys.ChannelKeys, name: str) -> Op[str | None]:
+    """The id of the durable's oldest pending event (None: nothing pending)."""
+    return command("XPENDING", k.stream, name, parse=_oldest_pending, context=_about(k, name))
 
 
 def delete(k: keys.ChannelKeys, name: str) -> Op[bool]:

@@ -109,7 +109,7 @@ class ExclusiveCursor:
         return script(
             "attach_exclusive",
             [k.stream, k.durables, k.lease(self.durable), k.redeliveries(self.durable),
-             k.keep(self.durable), k.gates(self.durable), self.gate],
+             k.keep(self.durable), k.gates(self.durable), self.gate, k.tally(self.durable)],
             [self.durable, self.token, self.lease_ms],
             parse=_counts, context=self.context,
         )  # fmt: skip

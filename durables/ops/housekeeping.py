@@ -38,7 +38,7 @@ def reap(k: keys.ChannelKeys, durable: str, orphan_ttl_ms: int) -> Op[int]:
     return script(
         "reap_shared",
         [k.stream, k.members(d), k.alive(d), k.ring(d), k.redo(d), k.delayed(d),
-         k.redeliveries(d), k.taps(d)],
+         k.redeliveries(d), k.taps(d), k.tally(d)],
         [d, orphan_ttl_ms],
         parse=as_int, context=f"reap {k.channel!r}",
     )  # fmt: skip

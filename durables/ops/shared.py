@@ -91,7 +91,7 @@ class SharedHandout:
         self._fetch_keys = (
             k.stream, k.durables, k.members(d), k.alive(d), k.ring(d), k.redo(d),
             k.delayed(d), k.redeliveries(d), k.bell(d), k.dead(d), k.taps(d),
-            k.tap(d, consumer_id), k.waits(d), k.door(d, consumer_id),
+            k.tap(d, consumer_id), k.waits(d), k.door(d, consumer_id), k.tally(d),
         )  # fmt: skip
         tap, door = self._fetch_keys[11], self._fetch_keys[13]
         # an idle consumer's wait sends these at every round (`_wait`): made once
@@ -99,7 +99,7 @@ class SharedHandout:
                            k.redeliveries(d))  # fmt: skip
         self._settle_keys = (k.stream, k.members(d), k.alive(d), k.ring(d), k.redo(d),
                              k.delayed(d), k.redeliveries(d), k.bell(d), k.taps(d),
-                             k.waits(d), tap, door)  # fmt: skip
+                             k.waits(d), tap, door, k.tally(d))  # fmt: skip
         self._ack_keys = (k.stream, k.members(d), k.redeliveries(d))  # and the bell (`flush`)
         self.handed: set[str] = set()  # handed to the application, not yet acked
         self.to_ack: list[str] = []  # deferred acks, sent with the next fetch
@@ -433,7 +433,7 @@ class SharedHandout:
         self.tap_open, self.wait_open = False, 0  # the script closes every tap: these first
         k, d = self.k, self.durable
         return script("rollback_shared", [k.stream, k.redo(d), k.delayed(d), k.redeliveries(d),
-                                          k.bell(d), k.taps(d)],
+                                          k.bell(d), k.taps(d), k.tally(d)],
                       [d, self.id, int(delay_s * 1000), *ids], context=self.context)  # fmt: skip
 
     def release(self, unhanded: Sequence[Event]) -> list[Op[Any]]:
@@ -445,7 +445,7 @@ class SharedHandout:
         k, d = self.k, self.durable
         ops.append(script("release_shared", [k.stream, k.members(d), k.alive(d), k.ring(d),
                                              k.redo(d), k.redeliveries(d), k.bell(d),
-                                             k.taps(d)],
+                                             k.taps(d), k.tally(d)],
                           [d, self.id, *handed], context=self.context))  # fmt: skip
         return ops
 

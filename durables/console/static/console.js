@@ -53,6 +53,8 @@ function showChannel(element, name, c, now) {
   show(element, "rate_in", c.rate_in.toFixed(1));
   show(element, "rate_out", c.rate_out.toFixed(1));
   show(element, "retained_bytes", bytes(c.retained_bytes));
+  const nothing = element.matches("dl.facts") ? "nothing: every durable and session acknowledged it" : "–";
+  show(element, "retained_by", c.retained_by ?? nothing);
   draw(element.querySelector('canvas[data-series="length"]'),
        remember(`length ${name}`, c.length, now));
 }
@@ -76,7 +78,7 @@ function showSessions(sessions) {
     const s = sessions[row.dataset.session];
     row.classList.toggle("gone", !s);
     if (!s) continue;
-    show(row, "state", s.live ? "live" : "away");
+    show(row, "state", s.state);
     show(row, "queue", s.queue);
     show(row, "keepalive_left_s", s.keepalive_left_s === null ? "–" : `${s.keepalive_left_s.toFixed(0)} s`);
   }

@@ -3,12 +3,16 @@
 -- with one delivery more; delayed rollbacks that are due join the line too.
 -- `d` as in members.lua, with also d.redo (list: ids waiting to be dealt again, first
 -- first), d.delayed (zset: id -> when due, server ms), d.counts (hash: id -> redeliveries)
--- and d.taps (hash: tap key -> consumer id; a detached consumer's taps close).
+-- and d.taps (hash: tap key -> consumer id; a detached consumer's taps close); d.tally
+-- (hash: the durable's counters, 'redelivered' counts the events handed back here).
 local function reap(d, now)
   for _, consumer in ipairs(redis.call('ZRANGEBYSCORE', d.alive, '-inf', now)) do
     local back = sort_ids(claim(d.stream, d.group, POOL, pending_of(d.stream, d.group, consumer)))
     for _, id in ipairs(back) do
       redis.call('HINCRBY', d.counts, id, 1)
+    end
+    if #back > 0 then
+      redis.call('HINCRBY', d.tally, 'redelivered', #back)
     end
     push_front(d.redo, back)
     remove_member(d, consumer)
@@ -41,6 +45,9 @@ local function reap_orphans(d, ttl)
       end
       redis.call('XGROUP', 'DELCONSUMER', d.stream, d.group, name)
     end
+  end
+  if #back > 0 then
+    redis.call('HINCRBY', d.tally, 'redelivered', #back)
   end
   push_front(d.redo, sort_ids(back))
   return #back
