@@ -21,7 +21,7 @@ from .context import Context
 from .executor import Executor
 from .figures import Figures, read_figures
 from .housekeeping import housekeep
-from .leases import Heartbeat
+from .leases import Heartbeat, Wait
 from .ops import channels as channel_ops
 from .ops import server as server_ops
 from .records import ChannelInfo, FullPolicy, HousekeepReport, SessionRecord
@@ -166,18 +166,22 @@ class Client:
         recovery_buffer: int | None = None,
         auto_ack: bool = True,
         replicated: int = 0,
+        wait: Wait = False,
     ) -> Session:
         """Create or resume the durable client session `session_id` (see `durables.session`).
 
         `timeout` (seconds): how long the session's queue and durable interests outlive a
         disconnect. `recovery_buffer`: how many events may be in flight (sent, not yet
         acknowledged); after a broken connection they are sent again. `SessionInUseError`
-        if the session is live in another client.
+        if the session is live in another client; `wait` for that client's live lease to
+        lapse (it stops being renewed when the client dies): False (the default) not at all,
+        a number of seconds at most that long, True as long as it takes.
         """
         return Session(
             self.ctx, session_id, timeout, max_depth=max_depth,
             disconnected_max_depth=disconnected_max_depth, overflow=overflow,
             recovery_buffer=recovery_buffer, auto_ack=auto_ack, replicated=replicated,
+            wait=wait,
         )  # fmt: skip
 
     def sessions(self) -> list[SessionRecord]:

@@ -17,6 +17,7 @@ from . import dead_letters, ids, names
 from .consumer import Consumer, Reader
 from .errors import ConfigError, DurableExistsError, DurableNotFound, InvalidWindowError
 from .exclusive import ExclusiveReader
+from .leases import Wait, wait_seconds
 from .ops import durables as ops
 from .ops.flows import Flow, run, send
 from .records import KINDS, DeadLetter, DurableInfo, DurableSpec, Kind
@@ -324,6 +325,7 @@ class Durable(DurableCore):
         filter: str | None = None,
         on_notice: Callable[[str], object] | None = None,
         replicated: int = 0,
+        wait: Wait = False,
     ) -> Consumer:
         """A synchronous consumer, attached until closed (use it as a context manager).
 
@@ -332,9 +334,15 @@ class Durable(DurableCore):
         attached earlier get a notice (`on_notice`, `Consumer.notices`). `replicated=N`:
         only events that N replicas hold are handed out, so a failover cannot take back
         what was delivered (a `WAIT` in each read's round trip).
+
+        `wait` (exclusive durables): when another consumer holds the durable, wait for its
+        lease to lapse (a holder that died, as after kill -9, stops renewing it): False
+        (the default) raises `DurableInUseError` at once, a number waits at most that many
+        seconds, True as long as it takes (a standby that takes over when the holder
+        goes). A supervisor's restart passes the lease time plus a little.
         """
         check_prefetch(self.kind, self.name, prefetch)
-        return self._attach(name, prefetch, auto_ack, filter, on_notice, replicated)
+        return self._attach(name, prefetch, auto_ack, filter, on_notice, replicated, wait)
 
     def _attach(
         self,
@@ -344,12 +352,16 @@ class Durable(DurableCore):
         filter: str | None = None,
         on_notice: Callable[[str], object] | None = None,
         replicated: int = 0,
+        wait: Wait = False,
     ) -> Consumer:
+        wait_s = wait_seconds(wait)
         plan = self._plan(name, window, auto_ack, filter, replicated)
         ctx = self.ctx
         reader: Reader
         if self.kind == "exclusive":
-            reader = ExclusiveReader(ctx, self.keys, self.name, plan.name, plan.selectors)
+            exclusive = ExclusiveReader(ctx, self.keys, self.name, plan.name, plan.selectors)
+            exclusive.wait_s = wait_s
+            reader = exclusive
         else:
             reader = SharedReader(ctx, self.keys, self.name, self.kind, plan.name,
                                   plan.window, plan.own, on_notice)  # fmt: skip
@@ -367,12 +379,13 @@ class Durable(DurableCore):
         filter: str | None = None,
         on_notice: Callable[[str], object] | None = None,
         replicated: int = 0,
+        wait: Wait = False,
     ) -> Subscription:
         """Deliver events to `listener(event)` on a background thread until `close()`
-        (`replicated` as for `consumer`)."""
+        (`replicated` and `wait` as for `consumer`)."""
         window = subscription_window(self.kind, self.name, window,
                                      self.ctx.settings.client_queue_window)  # fmt: skip
-        consumer = self._attach(name, window, auto_ack, filter, on_notice, replicated)
+        consumer = self._attach(name, window, auto_ack, filter, on_notice, replicated, wait)
         return Subscription(consumer, listener, self.ctx.runtime)
 
 

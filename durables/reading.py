@@ -25,7 +25,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from .errors import ConnectionLostError, DurableInUseError, LeaseLostError
-from .leases import Lease, LeaseHolder
+from .leases import Lease, LeaseHolder, waiting_out
 from .ops.channels import wait_replicas
 from .ops.exclusive import ExclusiveCursor
 from .ops.flows import Flow, recover, run, send
@@ -208,6 +208,8 @@ class ExclusiveLoop(ReaderLoop):
         self._held_until = 0.0
         """Until when (local monotonic seconds) the lease is surely this consumer's: the
         send time of its last renewal or attach, plus the lease time."""
+        self.wait_s = 0.0
+        """How long the first attach waits for another holder's lease to lapse (`wait=`)."""
 
     def _lease(self) -> Lease:
         return Lease(self.token, self.state.renew(), self._on_lost, on_held=self._on_held)
@@ -216,6 +218,11 @@ class ExclusiveLoop(ReaderLoop):
         self._held_until = max(self._held_until, sent + self.ctx.settings.lease_timeout_s)
 
     def attaching(self) -> Flow[None]:
+        """Take the lease, waiting up to `wait_s` for another holder's to lapse."""
+        ctx = self.ctx
+        yield from waiting_out(self._attaching_once, self.wait_s, ctx.clock, ctx.pause)
+
+    def _attaching_once(self) -> Flow[None]:
         self._epoch = self.ctx.executor.epoch
         sent = self.ctx.clock()
         counts = yield from run(self.state.attach())

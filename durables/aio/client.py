@@ -15,6 +15,7 @@ from ..client import HEARTBEAT_TIMEOUT_FRACTION
 from ..contact import contact_error
 from ..figures import Figures, read_figures
 from ..housekeeping import housekeep
+from ..leases import Wait
 from ..ops import channels as channel_ops
 from ..ops import server as server_ops
 from ..records import ChannelInfo, FullPolicy, HousekeepReport, SessionRecord
@@ -160,6 +161,7 @@ class AsyncClient:
         recovery_buffer: int | None = None,
         auto_ack: bool = True,
         replicated: int = 0,
+        wait: Wait = False,
     ) -> AsyncSession:
         """Create or resume the durable client session `session_id` (see `Client.session`)."""
         session = AsyncSession(
@@ -167,7 +169,7 @@ class AsyncClient:
             disconnected_max_depth=disconnected_max_depth, overflow=overflow,
             recovery_buffer=recovery_buffer, auto_ack=auto_ack, replicated=replicated,
         )  # fmt: skip
-        await session.open()
+        await session.open(wait)
         return session
 
     async def sessions(self) -> list[SessionRecord]:
