@@ -59,8 +59,11 @@ def creating(
 
     No kind: the durable of that name whatever its kind, else a new exclusive one. No
     start: from the earliest event when created. A start given for a durable that exists
-    with another one cannot move it (it has its own position): a warning says so.
+    with another one cannot move it (it has its own position): a warning says so. No spec
+    at all (no kind, start, filter or max_deliveries): a lookup, the durable as it is
+    stored, whatever its filter.
     """
+    as_is = kind is None and start is None and filter is None and max_deliveries is None
     spec, selector, create = new_spec(
         k,
         name,
@@ -70,7 +73,8 @@ def creating(
         max_deliveries,
     )
     stored = yield from run(create)
-    check_stored(k, name, stored, spec, kind_given=kind is not None)
+    if not as_is:
+        check_stored(k, name, stored, spec, kind_given=kind is not None)
     if start is not None and stored.start != spec.start:
         log.warning(
             "durable %r on %r exists with start=%r: start=%r applies only when a durable is "
@@ -133,7 +137,8 @@ def check_stored(
         raise DurableExistsError(
             f"durable {name!r} on {k.channel!r} exists as kind={stored.kind!r} "
             f"filter={stored.filter!r}; asked for "
-            f"{f'kind={spec.kind!r} ' if kind_given else ''}filter={spec.filter!r}"
+            f"{f'kind={spec.kind!r} ' if kind_given else ''}filter={spec.filter!r}: to use "
+            f"it as it is, call get_durable({name!r}) (or durable({name!r}) with no spec)"
         )
 
 
