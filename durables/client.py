@@ -18,13 +18,14 @@ from .channel import Channel, channel_infos, channel_options, get_channel, open_
 from .cluster import Server
 from .contact import contact_error
 from .context import Context
+from .durable import Durable
 from .executor import Executor
 from .figures import Figures, read_figures
 from .housekeeping import housekeep
 from .leases import Heartbeat, Wait
 from .ops import channels as channel_ops
 from .ops import server as server_ops
-from .records import ChannelInfo, FullPolicy, HousekeepReport, SessionRecord
+from .records import ChannelInfo, FullPolicy, HousekeepReport, Kind, SessionRecord
 from .retention import tidy_channel
 from .runtime import AckFlusher, Housekeeper, Runtime
 from .server import EmbeddedServer
@@ -143,6 +144,19 @@ class Client:
         'drop_oldest'.
         """
         return open_channel(self.ctx, name, channel_options(keyed, ttl, capacity, full))
+
+    def durable(
+        self,
+        channel: str,
+        name: str,
+        kind: Kind | None = None,
+        start: str | None = None,
+        filter: str | None = None,
+        max_deliveries: int | None = None,
+    ) -> Durable:
+        """The durable `name` on `channel`: `client.channel(channel).durable(name, ...)`, the
+        asyncio client's one-await lookup here too."""
+        return self.channel(channel).durable(name, kind, start, filter, max_deliveries)
 
     def get_channel(self, name: str) -> Channel:
         """An existing channel; `ChannelNotFound` otherwise."""

@@ -18,7 +18,7 @@ from ..housekeeping import housekeep
 from ..leases import Wait
 from ..ops import channels as channel_ops
 from ..ops import server as server_ops
-from ..records import ChannelInfo, FullPolicy, HousekeepReport, SessionRecord
+from ..records import ChannelInfo, FullPolicy, HousekeepReport, Kind, SessionRecord
 from ..retention import tidy_channel
 from ..server import EmbeddedServer
 from ..session_core import Overflow
@@ -27,6 +27,7 @@ from ..urls import parse_url, tls_options
 from . import cluster
 from .channel import AsyncChannel, get_channel, open_channel
 from .context import AsyncContext
+from .durable import AsyncDurable
 from .executor import AsyncExecutor
 from .runtime import AsyncAckFlusher, AsyncHeartbeat, AsyncHousekeeper, AsyncRuntime
 from .session import AsyncSession
@@ -140,6 +141,23 @@ class AsyncClient:
     ) -> AsyncChannel:
         """Get or create a channel (see `Client.channel`)."""
         return await open_channel(self.ctx, name, channel_options(keyed, ttl, capacity, full))
+
+    async def durable(
+        self,
+        channel: str,
+        name: str,
+        kind: Kind | None = None,
+        start: str | None = None,
+        filter: str | None = None,
+        max_deliveries: int | None = None,
+    ) -> AsyncDurable:
+        """The durable `name` on `channel` in one await: `await client.durable("orders",
+        "fulfil")` is `await (await client.channel("orders")).durable("fulfil")` (both got
+        or created; the durable's arguments as for `AsyncChannel.durable`). A coroutine,
+        not a handle whose first use connects: opening them is a round trip, and a lookup
+        that cannot be met (`DurableExistsError`) fails here, where it was asked for."""
+        found = await self.channel(channel)
+        return await found.durable(name, kind, start, filter, max_deliveries)
 
     async def get_channel(self, name: str) -> AsyncChannel:
         return await get_channel(self.ctx, name)
