@@ -66,7 +66,8 @@ def waiting_out(
 ) -> Flow[T]:
     """`take()`, and again each time the other holder's lease should have lapsed, for up to
     `wait_s` seconds; then its in-use error, raised without the server's reply chained to
-    it (the user's traceback ends at what to do, not at the raw reply)."""
+    it nor the frames that translated it (the user's traceback ends at what to do, not at
+    the raw reply)."""
     deadline = clock() + wait_s
     while True:
         try:
@@ -75,8 +76,8 @@ def waiting_out(
             if isinstance(exc, LeaseLostError):
                 raise
             left = deadline - clock()
-            if left <= 0:
-                raise exc from None
+            if left <= 0:  # an expected refusal: the frames below it are noise to the user
+                raise exc.with_traceback(None) from None
             lease_s = exc.lease_left_s if exc.lease_left_s is not None else 0.1
             yield from call(pause, min(lease_s + LAPSE_MARGIN_S, left))
 
