@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import textwrap
@@ -16,7 +17,7 @@ from collections import Counter
 import pytest
 
 import durables
-from durables import ConfigError, DurableInUseError, SessionInUseError
+from durables import ConfigError, DurableInUseError, SessionInUseError, processes
 
 from .conftest import FAST
 
@@ -174,3 +175,66 @@ def test_a_supervised_restart_after_kill9_waits_out_the_lease_and_no_event_reach
     assert not first_acked & {text for text, _ in second_got}  # nothing acked is handed on
     assert second_got[0] == ("e20", ["True"])  # the one in flight, flagged
     assert [text for text, _ in second_got] == [f"e{i}" for i in range(20, total + 1)]
+
+
+SLOW_LEASE_HOLDER = textwrap.dedent(
+    """
+    import sys, time, durables
+    client = durables.connect(sys.argv[1], namespace=sys.argv[2], lease_timeout_s=10.0,
+                              block_s=0.2)
+    with client.channel("orders").durable("audit").consumer("doomed", auto_ack=False) as c:
+        got = []
+        while len(got) < 5:
+            got += c.fetch(timeout=1.0)
+        print(" ".join(e.text for e in got), flush=True)
+        time.sleep(60)
+    """
+)
+
+
+def test_a_holder_whose_process_is_gone_from_this_host_is_replaced_before_its_lease_lapses(
+    server_url: str, namespace: str, channel: durables.Channel
+) -> None:
+    dur = channel.durable("audit")
+    for i in range(1, 6):
+        channel.publish(f"e{i}".encode())
+    proc = subprocess.Popen(
+        [sys.executable, "-c", SLOW_LEASE_HOLDER, server_url, namespace],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline().split() == ["e1", "e2", "e3", "e4", "e5"]
+        with pytest.raises(DurableInUseError, match="doomed@") as caught:
+            dur.consumer("heir")  # no wait: refused, the process lives
+        assert caught.value.lease_left_s is not None and caught.value.lease_left_s > 5
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()  # reaped, as a supervisor does (a zombie counts as gone too)
+    finally:
+        proc.kill()
+        proc.wait()
+        if proc.stdout is not None:
+            proc.stdout.close()
+    started = time.monotonic()
+    with dur.consumer("heir", wait=True) as heir:  # the lease has about 10 s left
+        assert time.monotonic() - started < 3
+        events = heir.fetch(timeout=2)
+    assert [e.text for e in events] == ["e1", "e2", "e3", "e4", "e5"]
+    assert all(e.redelivered for e in events)
+
+
+def test_only_a_holder_gone_from_this_host_boot_and_pid_namespace_counts_as_dead() -> None:
+    from durables.processes import pid_scope
+    from durables.reading import holder_gone
+
+    host, scope = socket.gethostname(), pid_scope()
+    with subprocess.Popen([sys.executable, "-c", "pass"]) as done:
+        done.wait()
+    dead = done.pid  # reaped: no such process now (unless the pid was reused: alive, wait)
+    assert holder_gone(f"w@{host}:{dead}:0badf00d:{scope}") is not processes.pid_alive(dead)
+    assert not holder_gone(f"w@{host}:{os.getpid()}:0badf00d:{scope}")  # alive
+    assert not holder_gone(f"w@other-host:{dead}:0badf00d:{scope}")  # pids of another host
+    assert not holder_gone(f"w@{host}:{dead}:0badf00d:12345678")  # another container or boot
+    assert not holder_gone(f"w@{host}:{dead}:0badf00d:")  # no /proc where it ran
+    assert not holder_gone(f"w@{host}:{dead}:0badf00d")  # a token of an older version
