@@ -19,6 +19,7 @@ import pytest
 import durables
 from durables import ConfigError, DurableInUseError, SessionInUseError, processes
 
+from .children import first_line, python_child
 from .conftest import FAST
 
 pytestmark = [pytest.mark.both_clients]
@@ -110,26 +111,18 @@ WORKER = textwrap.dedent(
 )
 
 
-def _worker(server_url: str, namespace: str, stall: str) -> subprocess.Popen[str]:
-    proc = subprocess.Popen(
-        [sys.executable, "-c", WORKER, server_url, namespace, str(LEASE_S + 1), stall],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    watchdog = threading.Timer(60, proc.kill)  # a hung worker fails the test, not the run
-    watchdog.daemon = True
-    watchdog.start()
-    return proc
-
-
 def _lines_until(proc: subprocess.Popen[str], last: str) -> list[str]:
     assert proc.stdout is not None
+    watchdog = threading.Timer(60, proc.kill)  # a hung worker fails the test, not the run
+    watchdog.start()
     lines: list[str] = []
-    while not lines or lines[-1] != last:
-        line = proc.stdout.readline()
-        assert line, f"the worker ended before {last!r}: {lines}"
-        lines.append(line.rstrip("\n"))
+    try:
+        while not lines or lines[-1] != last:
+            line = proc.stdout.readline()
+            assert line, f"the worker ended before {last!r}: {lines}"
+            lines.append(line.rstrip("\n"))
+    finally:
+        watchdog.cancel()
     return lines
 
 
@@ -142,27 +135,20 @@ def test_a_supervised_restart_after_kill9_waits_out_the_lease_and_no_event_reach
     total = 60
     for i in range(1, total + 1):
         channel.publish(f"e{i}".encode())
-    first = _worker(server_url, namespace, stall="e20")
-    second: subprocess.Popen[str] | None = None
-    try:
+    args = (server_url, namespace, str(LEASE_S + 1))
+    with python_child(WORKER, *args, "e20") as first:
         seen_first = _lines_until(first, "got e20 False")
         os.kill(first.pid, signal.SIGKILL)  # stuck mid-event: e20 is not acknowledged
         first.wait()
         crashed_at = time.monotonic()
         assert first.stdout is not None
         seen_first += first.stdout.read().splitlines()
-        # the supervisor starts the worker again at once; with wait= it does not crash-loop
-        second = _worker(server_url, namespace, stall="none")
+    # the supervisor starts the worker again at once; with wait= it does not crash-loop
+    with python_child(WORKER, *args, "none") as second:
         assert _lines_until(second, "attached") == ["attached"]
         attached_after = time.monotonic() - crashed_at
         seen_second = _lines_until(second, f"acked e{total}")
-        assert second.poll() is None  # still running: no error
-    finally:
-        for proc in (first, second):
-            if proc is not None:
-                proc.kill()
-                proc.communicate()
-    assert second.stderr is not None
+        assert second.poll() is None  # still running: it raised nothing
     assert attached_after < LEASE_S + 1
     holders = [
         [line.split() for line in seen if line != "attached"] for seen in (seen_first, seen_second)
@@ -198,24 +184,13 @@ def test_a_holder_whose_process_is_gone_from_this_host_is_replaced_before_its_le
     dur = channel.durable("audit")
     for i in range(1, 6):
         channel.publish(f"e{i}".encode())
-    proc = subprocess.Popen(
-        [sys.executable, "-c", SLOW_LEASE_HOLDER, server_url, namespace],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert proc.stdout is not None
-        assert proc.stdout.readline().split() == ["e1", "e2", "e3", "e4", "e5"]
+    with python_child(SLOW_LEASE_HOLDER, server_url, namespace) as proc:
+        assert first_line(proc).split() == ["e1", "e2", "e3", "e4", "e5"]
         with pytest.raises(DurableInUseError, match="doomed@") as caught:
             dur.consumer("heir")  # no wait: refused, the process lives
         assert caught.value.lease_left_s is not None and caught.value.lease_left_s > 5
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait()  # reaped, as a supervisor does (a zombie counts as gone too)
-    finally:
-        proc.kill()
-        proc.wait()
-        if proc.stdout is not None:
-            proc.stdout.close()
     started = time.monotonic()
     with dur.consumer("heir", wait=True) as heir:  # the lease has about 10 s left
         assert time.monotonic() - started < 3
