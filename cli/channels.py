@@ -153,11 +153,12 @@ def purge(state: State, channel_name: str, up_to: str | None, yes: bool) -> None
     if up_to is not None:
         up_to = ids.normal(up_to)  # refused before anything is asked or removed
     target = state.client().get_channel(channel_name)
-    which = (
-        f"the events up to and including id {up_to}"
-        if up_to
-        else (f"all {target.info().length} events")
-    )
+    held = target.info()
+    if held.first_id is None or (up_to and ids.key(up_to) < ids.key(held.first_id)):
+        output.say(f"nothing to purge: channel {channel_name!r} holds no events"
+                   f"{f' up to id {up_to}' if up_to else ''}")  # fmt: skip
+        return
+    which = f"the events up to and including id {up_to}" if up_to else f"all {held.length} events"
     output.confirm(
         f"Remove {which} of channel {channel_name!r} for every durable?",
         yes,

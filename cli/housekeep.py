@@ -56,3 +56,9 @@ def _report(report: durables.HousekeepReport, as_json: bool, *, lines: bool) -> 
     rows = [(name, removed) for name, removed in sorted(report.removed.items()) if removed]
     if rows:
         output.show(output.table(None, ("channel", "removed"), rows))
+    for what, ids in (
+        ("expired (their timeout passed while away)", report.expired_sessions),
+        ("closed (an overflow while away)", report.closed_sessions),
+    ):
+        if ids:
+            output.say(f"{len(ids)} sessions {what}: {', '.join(sorted(ids))}")

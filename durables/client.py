@@ -18,13 +18,14 @@ from .channel import Channel, channel_infos, channel_options, get_channel, open_
 from .cluster import Server
 from .contact import contact_error
 from .context import Context
+from .durable import Durable
 from .executor import Executor
 from .figures import Figures, read_figures
 from .housekeeping import housekeep
-from .leases import Heartbeat
+from .leases import Heartbeat, Wait
 from .ops import channels as channel_ops
 from .ops import server as server_ops
-from .records import AuditEntry, ChannelInfo, FullPolicy, HousekeepReport, SessionRecord
+from .records import AuditEntry, ChannelInfo, FullPolicy, HousekeepReport, Kind, SessionRecord
 from .retention import tidy_channel
 from .runtime import AckFlusher, Housekeeper, Runtime
 from .server import EmbeddedServer
@@ -187,6 +188,19 @@ class Client:
         """
         return open_channel(self.ctx, name, channel_options(keyed, ttl, capacity, full))
 
+    def durable(
+        self,
+        channel: str,
+        name: str,
+        kind: Kind | None = None,
+        start: str | None = None,
+        filter: str | None = None,
+        max_deliveries: int | None = None,
+    ) -> Durable:
+        """The durable `name` on `channel`: `client.channel(channel).durable(name, ...)`, the
+        asyncio client's one-await lookup here too."""
+        return self.channel(channel).durable(name, kind, start, filter, max_deliveries)
+
     def get_channel(self, name: str) -> Channel:
         """An existing channel; `ChannelNotFound` otherwise."""
         return get_channel(self.ctx, name)
@@ -209,18 +223,22 @@ class Client:
         recovery_buffer: int | None = None,
         auto_ack: bool = True,
         replicated: int = 0,
+        wait: Wait = False,
     ) -> Session:
         """Create or resume the durable client session `session_id` (see `durables.session`).
 
         `timeout` (seconds): how long the session's queue and durable interests outlive a
         disconnect. `recovery_buffer`: how many events may be in flight (sent, not yet
         acknowledged); after a broken connection they are sent again. `SessionInUseError`
-        if the session is live in another client.
+        if the session is live in another client; `wait` for that client's live lease to
+        lapse (it stops being renewed when the client dies): False (the default) not at all,
+        a number of seconds at most that long, True as long as it takes.
         """
         return Session(
             self.ctx, session_id, timeout, max_depth=max_depth,
             disconnected_max_depth=disconnected_max_depth, overflow=overflow,
             recovery_buffer=recovery_buffer, auto_ack=auto_ack, replicated=replicated,
+            wait=wait,
         )  # fmt: skip
 
     def sessions(self) -> list[SessionRecord]:

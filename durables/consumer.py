@@ -8,12 +8,13 @@ keeps track of what it handed out.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Protocol
 
 from .errors import ConsumerClosedError
-from .fetching import Fetching, FetchReader
+from .fetching import Fetching, FetchReader, idle_seconds
 
 if TYPE_CHECKING:
     from .events import Event
@@ -125,9 +126,23 @@ class Consumer(Fetching):
         return self._executor.drive(self.fetching(timeout))
 
     def __iter__(self) -> Iterator[Event]:
-        """Events one by one, waiting as long as it takes; stop by breaking out or closing."""
+        """Events one by one, waiting as long as it takes; stop by breaking out or closing
+        (`events(idle_timeout=)` also stops when none comes for a while)."""
+        return self.events()
+
+    def events(self, idle_timeout: float | None = None) -> Iterator[Event]:
+        """Events one by one (`for event in consumer.events(idle_timeout=5)`), until the
+        consumer closes or, with `idle_timeout`, no event has come for that many seconds."""
+        idle_s = idle_seconds(idle_timeout)
+        idle_since = time.monotonic()
         while not self._closed:
-            yield from self.fetch(timeout=self.block_s)
+            wait = self.block_s if idle_s is None else idle_since + idle_s - time.monotonic()
+            if wait <= 0:
+                return
+            events = self.fetch(timeout=min(wait, self.block_s))
+            yield from events
+            if events:
+                idle_since = time.monotonic()
 
     def commit(self) -> None:
         """Acknowledge every fetched event not yet acknowledged or rolled back."""

@@ -61,6 +61,8 @@ class BaseContext:
     runtime: Owner
     clock: Callable[[], float] = field(default=time.monotonic)
     """Local monotonic seconds, for deadlines; the server's clock decides leases and expiry."""
+    pause: Callable[[float], object] = field(default=time.sleep)
+    """Waits this many seconds (a flow's `call(pause, s)`): blocking, or awaitable."""
     producer: Producer = field(default_factory=Producer)
     """This client as an idempotent producer: every publish carries its id and a sequence."""
 

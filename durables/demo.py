@@ -120,6 +120,12 @@ def run(url: str | None = None, namespace: str | None = None, events: int = 20) 
         ok = billing.depth() == 0 and billing.transaction_depth() == 0 and regions == ["eu"]
         ok = ok and round_robin
         out.print("[green]demo finished[/]" if ok else "[red]demo saw something unexpected[/]")
+        if client.settings.url is None:
+            out.print(
+                f"the embedded server keeps running in the background (data under "
+                f"{client.settings.home_dir}), for the next program to use; "
+                "`durables server stop` stops it"
+            )
         return 0 if ok else 1
 
 

@@ -17,6 +17,7 @@ from . import dead_letters, ids, names
 from .consumer import Consumer, Reader
 from .errors import ConfigError, DurableExistsError, DurableNotFound, InvalidWindowError
 from .exclusive import ExclusiveReader
+from .leases import Wait, wait_seconds
 from .ops import channels as channel_ops
 from .ops import durables as ops
 from .ops.flows import Flow, run, send
@@ -59,8 +60,11 @@ def creating(
 
     No kind: the durable of that name whatever its kind, else a new exclusive one. No
     start: from the earliest event when created. A start given for a durable that exists
-    with another one cannot move it (it has its own position): a warning says so.
+    with another one cannot move it (it has its own position): a warning says so. No spec
+    at all (no kind, start, filter or max_deliveries): a lookup, the durable as it is
+    stored, whatever its filter.
     """
+    as_is = kind is None and start is None and filter is None and max_deliveries is None
     spec, selector, create = new_spec(
         k,
         name,
@@ -70,7 +74,8 @@ def creating(
         max_deliveries,
     )
     stored = yield from run(create)
-    check_stored(k, name, stored, spec, kind_given=kind is not None)
+    if not as_is:
+        check_stored(k, name, stored, spec, kind_given=kind is not None)
     if start is not None and stored.start != spec.start:
         log.warning(
             "durable %r on %r exists with start=%r: start=%r applies only when a durable is "
@@ -133,7 +138,8 @@ def check_stored(
         raise DurableExistsError(
             f"durable {name!r} on {k.channel!r} exists as kind={stored.kind!r} "
             f"filter={stored.filter!r}; asked for "
-            f"{f'kind={spec.kind!r} ' if kind_given else ''}filter={spec.filter!r}"
+            f"{f'kind={spec.kind!r} ' if kind_given else ''}filter={spec.filter!r}: to use "
+            f"it as it is, call get_durable({name!r}) (or durable({name!r}) with no spec)"
         )
 
 
@@ -363,6 +369,7 @@ class Durable(DurableCore):
         filter: str | None = None,
         on_notice: Callable[[str], object] | None = None,
         replicated: int = 0,
+        wait: Wait = False,
     ) -> Consumer:
         """A synchronous consumer, attached until closed (use it as a context manager).
 
@@ -371,9 +378,15 @@ class Durable(DurableCore):
         attached earlier get a notice (`on_notice`, `Consumer.notices`). `replicated=N`:
         only events that N replicas hold are handed out, so a failover cannot take back
         what was delivered (a `WAIT` in each read's round trip).
+
+        `wait` (exclusive durables): when another consumer holds the durable, wait for its
+        lease to lapse (a holder that died, as after kill -9, stops renewing it): False
+        (the default) raises `DurableInUseError` at once, a number waits at most that many
+        seconds, True as long as it takes (a standby that takes over when the holder
+        goes). A supervisor's restart passes the lease time plus a little.
         """
         check_prefetch(self.kind, self.name, prefetch)
-        return self._attach(name, prefetch, auto_ack, filter, on_notice, replicated)
+        return self._attach(name, prefetch, auto_ack, filter, on_notice, replicated, wait)
 
     def _attach(
         self,
@@ -383,12 +396,16 @@ class Durable(DurableCore):
         filter: str | None = None,
         on_notice: Callable[[str], object] | None = None,
         replicated: int = 0,
+        wait: Wait = False,
     ) -> Consumer:
+        wait_s = wait_seconds(wait)
         plan = self._plan(name, window, auto_ack, filter, replicated)
         ctx = self.ctx
         reader: Reader
         if self.kind == "exclusive":
-            reader = ExclusiveReader(ctx, self.keys, self.name, plan.name, plan.selectors)
+            exclusive = ExclusiveReader(ctx, self.keys, self.name, plan.name, plan.selectors)
+            exclusive.wait_s = wait_s
+            reader = exclusive
         else:
             reader = SharedReader(ctx, self.keys, self.name, self.kind, plan.name,
                                   plan.window, plan.own, on_notice)  # fmt: skip
@@ -406,12 +423,13 @@ class Durable(DurableCore):
         filter: str | None = None,
         on_notice: Callable[[str], object] | None = None,
         replicated: int = 0,
+        wait: Wait = False,
     ) -> Subscription:
         """Deliver events to `listener(event)` on a background thread until `close()`
-        (`replicated` as for `consumer`)."""
+        (`replicated` and `wait` as for `consumer`)."""
         window = subscription_window(self.kind, self.name, window,
                                      self.ctx.settings.client_queue_window)  # fmt: skip
-        consumer = self._attach(name, window, auto_ack, filter, on_notice, replicated)
+        consumer = self._attach(name, window, auto_ack, filter, on_notice, replicated, wait)
         return Subscription(consumer, listener, self.ctx.runtime)
 
 

@@ -77,7 +77,32 @@ class DurableExistsError(DurablesError):
 
 
 class DurableInUseError(DurablesError):
-    """An exclusive durable already has an active consumer (or it lost its lease)."""
+    """An exclusive durable already has an active consumer (or it lost its lease).
+
+    `holder` is the holder's consumer token (name@host:pid:...) and `lease_left_s` how long
+    its lease has left, when the server said (a live holder renews it; a dead one's lapses).
+    """
+
+    holder: str = ""
+    lease_left_s: float | None = None
+
+    @classmethod
+    def from_reply(cls, rest: str) -> DurableInUseError:
+        """From the rest of an `INUSE [<lease ms left>] <holder>` reply."""
+        first, _, holder = rest.partition(" ")
+        left_s = int(first) / 1000 if first.isdigit() and holder else None
+        holder = holder if left_s is not None else rest
+        if left_s is None:
+            err = cls(f"already held by consumer {holder}")
+        else:
+            err = cls(
+                f"already held by consumer {holder}, whose lease has {left_s:.1f} s left "
+                "(a live holder keeps renewing it): to take over once a dead holder's lease "
+                f"lapses, open it with consumer(..., wait={left_s + 1:.0f}) or wait=True; "
+                "to look at the durable without consuming, use channel.get_durable(name)"
+            )
+        err.holder, err.lease_left_s = holder, left_s
+        return err
 
 
 class InvalidWindowError(ConfigError):
@@ -107,7 +132,23 @@ class UnconnectedError(DurablesError):
 
 
 class SessionInUseError(DurablesError):
-    """A session of this id is live in another client; the first one keeps it."""
+    """A session of this id is live in another client; the first one keeps it.
+
+    `lease_left_s`: how long that client's live lease has left (it renews it while alive).
+    """
+
+    lease_left_s: float | None = None
+
+    @classmethod
+    def live_elsewhere(cls, session_id: str, left_s: float) -> SessionInUseError:
+        err = cls(
+            f"session {session_id!r} is live in another client, whose lease has {left_s:.1f} s "
+            "left (a live client keeps renewing it): close it there first; if that client "
+            f"died, open it with session(..., wait={left_s + 1:.0f}) or wait=True to take over "
+            "once its lease lapses"
+        )
+        err.lease_left_s = left_s
+        return err
 
 
 class SessionExpiredError(DurablesError):

@@ -90,4 +90,14 @@ class Fetching(ABC):
                 return []
 
 
-__all__ = ["FetchReader", "Fetching"]
+def idle_seconds(idle_timeout: object) -> float | None:
+    """An iteration's `idle_timeout` as seconds (None: no limit); `ConfigError` otherwise."""
+    if idle_timeout is not None and (
+        not isinstance(idle_timeout, int | float) or isinstance(idle_timeout, bool)
+        or not idle_timeout >= 0
+    ):  # fmt: skip
+        raise ConfigError(f"idle_timeout must be seconds >= 0 or None, got {idle_timeout!r}")
+    return None if idle_timeout is None else float(idle_timeout)
+
+
+__all__ = ["FetchReader", "Fetching", "idle_seconds"]

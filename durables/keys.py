@@ -87,6 +87,12 @@ OP_ACK = b"ack:"
 """The op `publish.lua` takes for an ack-required event: `ack:<milliseconds>`."""
 
 
+def namespace_pattern(ns: str) -> str:
+    """A SCAN pattern matching every key of namespace `ns` (and of namespaces named
+    `<ns>:...`: a name holds no glob character, `durables.names`)."""
+    return f"{ns}:*"
+
+
 def registry(ns: str) -> str:
     """The set of channel names in namespace `ns`."""
     return f"{ns}:channels"

@@ -13,14 +13,23 @@ application's connections, and its calls start reconnecting at once.
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
 
-from .errors import AccessDeniedError, DurablesError, SlotMovingError
+from .errors import (
+    AccessDeniedError,
+    ConfigError,
+    DurableInUseError,
+    DurablesError,
+    LeaseLostError,
+    SessionInUseError,
+    SlotMovingError,
+)
 from .ops import server as server_ops
 from .ops.base import Op, command
 from .ops.flows import Flow, call, send
@@ -31,6 +40,49 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 PING: Op[object] = command("PING", context="heartbeat")
+T = TypeVar("T")
+
+Wait: TypeAlias = float | bool
+"""How long `consumer()` (exclusive) and `session()` wait for another holder's lease to
+lapse: False or 0 (the default) not at all, a number of seconds at most that long, True as
+long as it takes (a live holder renews its lease, so True waits until it closes or dies:
+a standby)."""
+
+LAPSE_MARGIN_S = 0.02
+"""Tried again this long after the lease's time left, so the server has let it lapse."""
+
+
+def wait_seconds(wait: object) -> float:
+    """`wait=` as seconds (infinite for True); `ConfigError` for anything else."""
+    if isinstance(wait, bool):
+        return math.inf if wait else 0.0
+    if not isinstance(wait, int | float) or math.isnan(wait) or wait < 0:
+        raise ConfigError(f"wait must be True, False or seconds >= 0, got {wait!r}")
+    return float(wait)
+
+
+def waiting_out(
+    take: Callable[[], Flow[T]],
+    wait_s: float,
+    clock: Callable[[], float],
+    pause: Callable[[float], object],
+) -> Flow[T]:
+    """`take()`, and again each time the other holder's lease should have lapsed, for up to
+    `wait_s` seconds; then its in-use error, raised without the server's reply chained to
+    it nor the frames that translated it (the user's traceback ends at what to do, not at
+    the raw reply)."""
+    deadline = clock() + wait_s
+    while True:
+        try:
+            return (yield from take())
+        except (DurableInUseError, SessionInUseError) as exc:
+            if isinstance(exc, LeaseLostError):
+                raise
+            left = deadline - clock()
+            if left <= 0:  # an expected refusal: the frames below it are noise to the user
+                raise exc.with_traceback(None) from None
+            lease_s = exc.lease_left_s if exc.lease_left_s is not None else 0.1
+            yield from call(pause, min(lease_s + LAPSE_MARGIN_S, left))
 
 
 @dataclass(frozen=True)
@@ -185,4 +237,4 @@ class Heartbeat(Beats):
                 log.exception("heartbeat: a beat failed")
 
 
-__all__ = ["Beats", "Heartbeat", "Lease", "LeaseHolder"]
+__all__ = ["Beats", "Heartbeat", "Lease", "LeaseHolder", "Wait", "wait_seconds", "waiting_out"]

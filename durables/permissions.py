@@ -21,11 +21,13 @@ CLUSTER = ("cluster|info", "cluster|slots", "cluster|shards", "cluster|nodes", "
 """redis-py's cluster client reads the slot map and the command table (Cluster only)."""
 SENT = (
     "del", "exists", "get", "hget", "hgetall", "hkeys", "hlen", "hmget", "hset", "hsetnx",
-    "lpush", "lrange", "ltrim", "memory|usage", "pexpire", "pttl", "rpush", "sadd", "smembers", "srem",
-    "xack", "xdel", "xgroup|create", "xinfo|groups", "xinfo|stream", "xinfo|consumers", "xlen",
-    "xpending", "xrange", "xread", "xreadgroup", "xrevrange", "zrange",
+    "lpush", "lrange", "ltrim", "memory|usage", "pexpire", "pttl", "rpush", "sadd", "scan",
+    "smembers", "srem", "xack", "xdel", "xgroup|create", "xinfo|groups", "xinfo|stream",
+    "xinfo|consumers", "xlen", "xpending", "xrange", "xread", "xreadgroup", "xrevrange",
+    "zrange",
 )  # fmt: skip
-"""Commands the Python side sends itself (`ops/`, metrics, figures, the console, Spark)."""
+"""Commands the Python side sends itself (`ops/`, metrics, figures, the console, Spark, the
+pytest plugin's clean-up)."""
 
 
 def commands() -> list[str]:

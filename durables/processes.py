@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import signal
+import socket
 import subprocess
 import time
 from pathlib import Path
@@ -50,6 +52,27 @@ def spawn_detached(binary: Path, config: Path, log: Path) -> int:
         return int(launched.stdout.strip())
     except (OSError, ValueError, subprocess.CalledProcessError) as exc:
         raise ServerError(f"could not launch {binary}: {exc}") from exc
+
+
+def pid_scope() -> str:
+    """Where this process's pid means something: a short hash of the boot and the pid
+    namespace; '' where they cannot be read (no /proc). Two processes on one host (by
+    name) with one scope see the same pids; in two containers, or across a reboot, not."""
+    try:
+        boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+        namespace = os.readlink("/proc/self/ns/pid")
+    except OSError:
+        return ""
+    return hashlib.sha1(f"{boot} {namespace}".encode()).hexdigest()[:8]
+
+
+def surely_gone(host: str, pid: int, scope: str) -> bool:
+    """Whether process `pid` of `host` (seen in `scope`, `pid_scope`) is surely gone: the
+    same host by name and the same boot and pid namespace as this process, and no such
+    process (a zombie is gone). Anything less certain is False: wait for its lease."""
+    if not scope or scope != pid_scope() or host != socket.gethostname():
+        return False
+    return pid > 0 and not pid_alive(pid)
 
 
 def pid_alive(pid: int) -> bool:

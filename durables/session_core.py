@@ -32,7 +32,7 @@ from .errors import (
     UnconnectedError,
 )
 from .events import Batch, Encoded, check_key, encode_data, encode_event, tombstone
-from .leases import Lease
+from .leases import Lease, waiting_out
 from .ops import channels as channel_ops
 from .ops import sessions as ops
 from .ops.flows import Flow, call, run, send
@@ -131,9 +131,10 @@ class SessionCore:
     def __repr__(self) -> str:
         return f"Session({self.id!r}, resumed={self.resumed}, state={self._state!r})"
 
-    def opening(self) -> Flow[None]:
-        """Become the session's live client and create or resume it."""
-        yield from self._take_live_lease()
+    def opening(self, wait_s: float = 0.0) -> Flow[None]:
+        """Become the session's live client (waiting up to `wait_s` for another client's
+        live lease to lapse) and create or resume it."""
+        yield from waiting_out(self._take_live_lease, wait_s, self.ctx.clock, self.ctx.pause)
         try:
             self.resumed, self.record = yield from self._open(self._timeout_ms)
             if self.resumed and (yield from store.closed_while_away(self.ctx, self.record)):
@@ -239,11 +240,8 @@ class SessionCore:
 
     def _take_live_lease(self) -> Flow[None]:
         op = ops.take_live(self.ctx.namespace, self.id, self.token, self.ctx.lease_ms)
-        if not (yield from run(op, retry=False)):
-            raise SessionInUseError(
-                f"session {self.id!r} is live in another client; close it there first, or wait "
-                f"{self.ctx.settings.lease_timeout_s:g} s if that client died"
-            )
+        if left_ms := (yield from run(op, retry=False)):
+            raise SessionInUseError.live_elsewhere(self.id, left_ms / 1000)
 
     def _keep_alive(self) -> None:
         renew = ops.touch(self.ctx.namespace, self.id, self.token, self.ctx.lease_ms)

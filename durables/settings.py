@@ -172,6 +172,14 @@ class Settings(BaseSettings):
         return self.home.expanduser()
 
 
+def _message(err: Any) -> str:
+    """A validation error's message as our validators wrote it: pydantic puts "Value
+    error, " before the message of a `ValueError` raised in a validator."""
+    if err["type"] == "value_error" and "error" in err.get("ctx", {}):
+        return str(err["ctx"]["error"])
+    return str(err["msg"])
+
+
 def load_settings(**overrides: object) -> Settings:
     """Build `Settings`, turning pydantic's validation errors and a malformed `durables.toml`
     into `ConfigError`; a misspelled `DURABLES_*` variable gets a warning (once)."""
@@ -182,7 +190,7 @@ def load_settings(**overrides: object) -> Settings:
         raise ConfigError(f"{TOML_FILE} is not valid TOML: {exc}") from None
     except ValidationError as exc:
         problems = "; ".join(
-            f"{'.'.join(str(p) for p in err['loc']) or 'settings'}: {err['msg']}"
+            f"{'.'.join(str(p) for p in err['loc']) or 'settings'}: {_message(err)}"
             for err in exc.errors()
         )
         raise ConfigError(f"invalid durables settings: {problems}") from None

@@ -1,6 +1,7 @@
 """A pytest plugin for testing your own code on durables (registered as `durables`).
 
-Fixtures, each test in a namespace of its own (nothing to clean up):
+Fixtures, each test in a namespace of its own, whose keys are deleted after the test
+(`--durables-keep` keeps them, to look at a failed test's data):
 
 - `durables_client`: a `durables.Client`;
 - `durables_aio_client`: a `durables.aio.AsyncClient` (needs pytest-asyncio);
@@ -23,10 +24,11 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import pytest
 
+from . import keys
 from .aio.client import AsyncClient
 from .aio.client import connect as aio_connect
 from .client import Client, connect
-from .errors import DurablesError
+from .errors import AuthenticationError, ConnectionLostError, DurablesError
 from .events import Message
 from .server import EmbeddedServer
 
@@ -53,6 +55,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--durables-embedded", action="store_true", default=False,
         help="run the durables fixtures on the embedded server",
     )  # fmt: skip
+    group.addoption(
+        "--durables-keep", action="store_true", default=False,
+        help="keep each test's namespace (its channels, durables, sessions) after the test",
+    )  # fmt: skip
 
 
 @pytest.fixture(scope="session")
@@ -73,9 +79,27 @@ def durables_url(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPa
 
 
 @pytest.fixture
-def durables_namespace() -> str:
-    """A namespace of the test's own: no test sees another's channels."""
-    return f"test-{uuid.uuid4().hex[:12]}"
+def durables_namespace(request: pytest.FixtureRequest, durables_url: str) -> Iterator[str]:
+    """A namespace of the test's own: no test sees another's channels. Its keys are deleted
+    after the test (after its clients closed), unless pytest is given `--durables-keep`."""
+    namespace = f"test-{uuid.uuid4().hex[:12]}"
+    yield namespace
+    if not request.config.getoption("durables_keep"):
+        _remove_namespace(durables_url, namespace)
+
+
+def _remove_namespace(url: str, namespace: str) -> None:
+    """Delete every key of `namespace` (one by one: on a cluster they are in many slots)."""
+    try:
+        client = connect(url, namespace=namespace, **QUICK)
+    except (ConnectionLostError, AuthenticationError):
+        return  # nothing was written where nothing connects; the test's setup said why
+    except DurablesError as exc:
+        _cannot_connect(exc)
+    with client:
+        redis = client.ctx.executor.redis
+        for key in list(redis.scan_iter(match=keys.namespace_pattern(namespace), count=1000)):
+            redis.delete(key)
 
 
 @pytest.fixture

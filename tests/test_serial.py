@@ -126,3 +126,45 @@ def test_serial_processing_order_equals_publish_order_with_three_consumers(
             sub.close()
     assert processed == [f"e{i}" for i in range(1, 61)]
     assert overlaps == []
+
+
+def test_two_serial_consumers_that_keep_asking_see_the_line_stay_with_one_of_them(
+    channel: durables.Channel,
+) -> None:
+    """What docs/concepts.md says two consumers see: which waiting consumer takes an idle
+    line is not first come, first served; the one that has it keeps it while it keeps
+    asking (fetch, commit, fetch again), and the other gets nothing meanwhile."""
+    dur = channel.durable("line", kind="serial")
+    got: dict[str, list[str]] = {"one": [], "two": []}
+    stop = threading.Event()
+
+    def worker(consumer: durables.Consumer, name: str) -> None:
+        while not stop.is_set():
+            events = consumer.fetch(timeout=0.3)
+            got[name] += texts(events)
+            consumer.commit()
+
+    with (
+        dur.consumer("one", prefetch=2, auto_ack=False) as one,
+        dur.consumer("two", prefetch=2, auto_ack=False) as two,
+    ):
+        threads = [
+            threading.Thread(target=worker, args=(c, n)) for c, n in ((one, "one"), (two, "two"))
+        ]
+        for thread in threads:
+            thread.start()
+        try:
+            time.sleep(0.3)  # both asking
+            for i in range(1, 21):
+                channel.publish(f"e{i}")
+                time.sleep(0.02)
+            deadline = time.monotonic() + 10
+            while len(got["one"]) + len(got["two"]) < 20 and time.monotonic() < deadline:
+                time.sleep(0.05)
+        finally:
+            stop.set()
+            for thread in threads:
+                thread.join()
+    holder, other = sorted(got.values(), key=len, reverse=True)
+    assert holder == [f"e{i}" for i in range(1, 21)]
+    assert other == []

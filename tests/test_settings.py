@@ -52,3 +52,19 @@ def test_a_client_given_a_url_instead_of_settings_says_to_connect(client: type) 
     with pytest.raises(ConfigError, match=r"connect\(url") as raised:
         client("redis://user:secret@127.0.0.1:6379/0")
     assert "secret" not in str(raised.value)  # a URL may carry a password
+
+
+@pytest.mark.parametrize(
+    ("given", "said"),
+    [
+        ({"block_s": 5.0, "socket_timeout_s": 2.0}, "socket_timeout_s (2) must exceed block_s (5)"),
+        ({"url": "ftp://nowhere"}, "url: "),
+    ],
+)
+def test_a_setting_refused_by_our_check_reads_as_we_wrote_it(
+    given: dict[str, object], said: str
+) -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_settings(**given)
+    assert said in str(caught.value)
+    assert "Value error" not in str(caught.value)

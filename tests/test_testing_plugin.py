@@ -11,6 +11,7 @@ import socket
 from pathlib import Path
 
 import pytest
+import redis
 
 pytest_plugins = ["pytester"]
 
@@ -81,4 +82,52 @@ def test_durables_embedded_runs_the_pages_tests_on_the_embedded_server(
 
 def test_the_plugin_lists_its_options(pytester: pytest.Pytester) -> None:
     result = pytester.runpytest_subprocess("--help")
-    result.stdout.fnmatch_lines(["*--durables-url=URL*", "*--durables-embedded*"])
+    result.stdout.fnmatch_lines(
+        ["*--durables-url=URL*", "*--durables-embedded*", "*--durables-keep*"]
+    )
+
+
+LEAVES_DATA = """
+import durables
+import pytest
+
+def test_channels_durables_and_a_session(durables_client):
+    orders = durables_client.channel("orders")
+    orders.publish(b"x")
+    with orders.durable("audit").consumer() as c:
+        c.fetch(timeout=0.1)
+    orders.durable("pool", kind="shared").subscribe(lambda event: None, window=2)
+    durables_client.session("phone", timeout=30).register_interest("orders", durable=True)
+
+def test_a_failing_test_is_cleaned_up_too(durables_client):
+    durables_client.channel("prices", keyed=True).publish(b"1", key="A")
+    assert False
+"""
+
+
+def _test_keys(server_url: str) -> set[bytes]:
+    """The keys of the plugin's test namespaces on the test server."""
+    with redis.Redis.from_url(server_url) as server:
+        return set(server.scan_iter(match="test-*", count=1000))
+
+
+@pytest.mark.parametrize("keep", [False, True])
+def test_the_plugin_deletes_each_tests_namespace_on_a_server_unless_kept(
+    pytester: pytest.Pytester, server_url: str, keep: bool
+) -> None:
+    if server_url.startswith("memory://"):
+        pytest.skip("the memory:// pass has no server")
+    before = _test_keys(server_url)
+    pytester.makepyfile(test_leaves=LEAVES_DATA)
+    flags = ["--durables-keep"] if keep else []
+    result = pytester.runpytest_subprocess("-p", "no:randomly", f"--durables-url={server_url}",
+                                           *flags)  # fmt: skip
+    result.assert_outcomes(passed=1, failed=1)
+    left = _test_keys(server_url) - before
+    if keep:
+        namespaces = {key.split(b":")[0] for key in left}
+        assert len(namespaces) == 2  # each test's, for a look after the run
+        with redis.Redis.from_url(server_url) as server:
+            server.delete(*left)
+    else:
+        assert left == set()

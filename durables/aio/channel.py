@@ -82,7 +82,8 @@ class AsyncChannel(ChannelCore):
         """Get or create a durable: with no kind, the one of that name whatever its kind, else
         a new exclusive one; `start` ('earliest' when None) applies when it is created.
         `DurableExistsError` if it exists with another kind (when given) or filter (compared
-        by meaning: `region='eu'` is `region = 'eu'`)."""
+        by meaning: `region='eu'` is `region = 'eu'`). With no spec at all (only the name),
+        the durable as it is, whatever its kind and filter (a new exclusive one if none)."""
         flow = creating(self.keys, name, kind, start, filter, max_deliveries)
         return AsyncDurable(self.ctx, self.keys, name, *await self.executor.drive(flow))
 

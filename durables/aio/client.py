@@ -15,9 +15,10 @@ from ..client import HEARTBEAT_TIMEOUT_FRACTION
 from ..contact import contact_error
 from ..figures import Figures, read_figures
 from ..housekeeping import housekeep
+from ..leases import Wait
 from ..ops import channels as channel_ops
 from ..ops import server as server_ops
-from ..records import AuditEntry, ChannelInfo, FullPolicy, HousekeepReport, SessionRecord
+from ..records import AuditEntry, ChannelInfo, FullPolicy, HousekeepReport, Kind, SessionRecord
 from ..retention import tidy_channel
 from ..server import EmbeddedServer
 from ..server_health import ServerHealth, ServerWatch, check, parse_health
@@ -27,6 +28,7 @@ from ..urls import parse_url, tls_options
 from . import cluster
 from .channel import AsyncChannel, get_channel, open_channel
 from .context import AsyncContext
+from .durable import AsyncDurable
 from .executor import AsyncExecutor
 from .runtime import AsyncAckFlusher, AsyncHeartbeat, AsyncHousekeeper, AsyncRuntime
 from .session import AsyncSession
@@ -178,6 +180,23 @@ class AsyncClient:
         """Get or create a channel (see `Client.channel`)."""
         return await open_channel(self.ctx, name, channel_options(keyed, ttl, capacity, full))
 
+    async def durable(
+        self,
+        channel: str,
+        name: str,
+        kind: Kind | None = None,
+        start: str | None = None,
+        filter: str | None = None,
+        max_deliveries: int | None = None,
+    ) -> AsyncDurable:
+        """The durable `name` on `channel` in one await: `await client.durable("orders",
+        "fulfil")` is `await (await client.channel("orders")).durable("fulfil")` (both got
+        or created; the durable's arguments as for `AsyncChannel.durable`). A coroutine,
+        not a handle whose first use connects: opening them is a round trip, and a lookup
+        that cannot be met (`DurableExistsError`) fails here, where it was asked for."""
+        found = await self.channel(channel)
+        return await found.durable(name, kind, start, filter, max_deliveries)
+
     async def get_channel(self, name: str) -> AsyncChannel:
         return await get_channel(self.ctx, name)
 
@@ -198,6 +217,7 @@ class AsyncClient:
         recovery_buffer: int | None = None,
         auto_ack: bool = True,
         replicated: int = 0,
+        wait: Wait = False,
     ) -> AsyncSession:
         """Create or resume the durable client session `session_id` (see `Client.session`)."""
         session = AsyncSession(
@@ -205,7 +225,7 @@ class AsyncClient:
             disconnected_max_depth=disconnected_max_depth, overflow=overflow,
             recovery_buffer=recovery_buffer, auto_ack=auto_ack, replicated=replicated,
         )  # fmt: skip
-        await session.open()
+        await session.open(wait)
         return session
 
     async def sessions(self) -> list[SessionRecord]:

@@ -13,12 +13,13 @@ import asyncio
 import contextlib
 import inspect
 import logging
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ConsumerClosedError, DurablesError
-from ..fetching import Fetching
+from ..fetching import Fetching, idle_seconds
 
 if TYPE_CHECKING:
     from ..events import Event
@@ -92,11 +93,26 @@ class AsyncConsumer(Fetching):
         the events of the previous fetch are acknowledged first."""
         return await self._executor.drive(self.fetching(timeout))
 
-    async def __aiter__(self) -> AsyncIterator[Event]:
-        """Events one by one, waiting as long as it takes; stop by breaking out or closing."""
+    def __aiter__(self) -> AsyncIterator[Event]:
+        """Events one by one, waiting as long as it takes; stop by breaking out or closing
+        (`events(idle_timeout=)` also stops when none comes for a while)."""
+        return self.events()
+
+    async def events(self, idle_timeout: float | None = None) -> AsyncIterator[Event]:
+        """Events one by one (`async for event in consumer.events(idle_timeout=5)`), until
+        the consumer closes or, with `idle_timeout`, no event has come for that many
+        seconds: a worker that should stop when idle needs no fetch loop of its own."""
+        idle_s = idle_seconds(idle_timeout)
+        idle_since = time.monotonic()
         while not self._closed:
-            for event in await self.fetch(timeout=self.block_s):
+            wait = self.block_s if idle_s is None else idle_since + idle_s - time.monotonic()
+            if wait <= 0:
+                return
+            events = await self.fetch(timeout=min(wait, self.block_s))
+            for event in events:
                 yield event
+            if events:
+                idle_since = time.monotonic()
 
     async def commit(self) -> None:
         """Acknowledge every fetched event not yet acknowledged or rolled back."""

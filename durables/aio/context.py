@@ -3,7 +3,9 @@ with the asyncio executor and runtime (the same settings, clock and key layout).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ..context import BaseContext
@@ -19,6 +21,7 @@ class AsyncContext(BaseContext):
 
     executor: AsyncExecutor
     runtime: AsyncRuntime
+    pause: Callable[[float], object] = field(default=asyncio.sleep)
 
 
 __all__ = ["AsyncContext"]

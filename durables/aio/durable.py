@@ -7,6 +7,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from ..durable import DurableCore, check_prefetch, loading, subscription_window
+from ..leases import Wait, wait_seconds
 from ..records import DeadLetter, DurableInfo, DurableSpec
 from ..selector import Selector
 from .consumer import AsyncConsumer, AsyncListener, AsyncSubscription
@@ -71,12 +72,13 @@ class AsyncDurable(DurableCore):
         filter: str | None = None,
         on_notice: Callable[[str], object] | None = None,
         replicated: int = 0,
+        wait: Wait = False,
     ) -> AsyncConsumer:
         """A consumer: `async with durable.consumer(...) as c`, or `c = await durable.consumer()`
-        (then `await c.close()`). Attached from then until closed. `replicated` as for the
-        sync client's consumers."""
+        (then `await c.close()`). Attached from then until closed. `replicated` and `wait`
+        (for another holder's lease to lapse) as for the sync client's consumers."""
         check_prefetch(self.kind, self.name, prefetch)
-        return self._consumer(name, prefetch, auto_ack, filter, on_notice, replicated)
+        return self._consumer(name, prefetch, auto_ack, filter, on_notice, replicated, wait)
 
     def _consumer(
         self,
@@ -86,12 +88,16 @@ class AsyncDurable(DurableCore):
         filter: str | None = None,
         on_notice: Callable[[str], object] | None = None,
         replicated: int = 0,
+        wait: Wait = False,
     ) -> AsyncConsumer:
+        wait_s = wait_seconds(wait)
         plan = self._plan(name, window, auto_ack, filter, replicated)
         reader: AsyncReader
         if self.kind == "exclusive":
-            reader = AsyncExclusiveReader(self.ctx, self.keys, self.name, plan.name,
-                                          plan.selectors)  # fmt: skip
+            exclusive = AsyncExclusiveReader(self.ctx, self.keys, self.name, plan.name,
+                                             plan.selectors)  # fmt: skip
+            exclusive.wait_s = wait_s
+            reader = exclusive
         else:
             reader = AsyncSharedReader(self.ctx, self.keys, self.name, self.kind, plan.name,
                                        plan.window, plan.own, on_notice)  # fmt: skip
@@ -110,11 +116,13 @@ class AsyncDurable(DurableCore):
         filter: str | None = None,
         on_notice: Callable[[str], object] | None = None,
         replicated: int = 0,
+        wait: Wait = False,
     ) -> AsyncSubscription:
-        """Deliver events to `listener(event)` (sync or async) from a task until `close()`."""
+        """Deliver events to `listener(event)` (sync or async) from a task until `close()`
+        (`wait` as for `consumer`)."""
         window = subscription_window(self.kind, self.name, window,
                                      self.ctx.settings.client_queue_window)  # fmt: skip
-        consumer = self._consumer(name, window, auto_ack, filter, on_notice, replicated)
+        consumer = self._consumer(name, window, auto_ack, filter, on_notice, replicated, wait)
         consumer = await consumer.attach()
         return AsyncSubscription(consumer, listener, self.ctx.runtime).start()
 

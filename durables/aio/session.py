@@ -14,6 +14,7 @@ from contextlib import nullcontext
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Protocol
 
+from ..leases import Wait, wait_seconds
 from ..records import Interest, SessionInfo
 from ..session_core import ALL_KEYS, Overflow, SessionCore
 from ..session_delivery import DeliveryLoop
@@ -58,9 +59,10 @@ class AsyncSession(SessionCore):
         )  # fmt: skip
         self.executor = ctx.executor
 
-    async def open(self) -> None:
-        """Become the session's live client and create or resume it (`client.session()`)."""
-        await self.executor.drive(self.opening())
+    async def open(self, wait: Wait = False) -> None:
+        """Become the session's live client and create or resume it (`client.session()`;
+        `wait` for another client's live lease to lapse, as there)."""
+        await self.executor.drive(self.opening(wait_seconds(wait)))
 
     async def info(self) -> SessionInfo:
         """The session's state and queue (see `Session.info`)."""

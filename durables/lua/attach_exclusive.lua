@@ -14,8 +14,10 @@
 -- ARGV[1]  durable name (the group)
 -- ARGV[2]  the new holder's token (its consumer name in the group)
 -- ARGV[3]  lease length in milliseconds
+-- ARGV[4]  the token of a holder known to be dead (its process is gone), whose lease may
+--          be taken before it lapses; '' for none
 -- Returns  the redelivery counts as a flat list: id, count, id, count...
--- Errors   NODURABLE, INUSE <holder token>; NOGROUP (Redis's own) if the durable's spec
+-- Errors   NODURABLE, INUSE <lease ms left> <holder token>; NOGROUP (Redis's own) if the durable's spec
 --          is there but its group is gone.
 --@include pool
 --@include gates
@@ -24,8 +26,8 @@ if redis.call('HEXISTS', KEYS[2], group) == 0 then
   return redis.error_reply('NODURABLE the durable does not exist')
 end
 local holder = redis.call('GET', KEYS[3])
-if holder and holder ~= me then
-  return redis.error_reply('INUSE ' .. holder)
+if holder and holder ~= me and holder ~= ARGV[4] then
+  return redis.error_reply('INUSE ' .. math.max(redis.call('PTTL', KEYS[3]), 0) .. ' ' .. holder)
 end
 redis.call('SET', KEYS[3], me, 'PX', ARGV[3])
 drop_gates(KEYS[6], KEYS[7])  -- earlier holders can read nothing more

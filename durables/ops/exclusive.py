@@ -103,14 +103,16 @@ class ExclusiveCursor:
 
     # -- attaching and the lease ----------------------------------------------------------
 
-    def attach(self) -> Op[dict[str, int]]:
-        """Take the lease and inherit the pending events: their redelivery counts come back."""
+    def attach(self, dead: str = "") -> Op[dict[str, int]]:
+        """Take the lease and inherit the pending events: their redelivery counts come back.
+        `dead`: the token of a holder whose process is surely gone, whose lease may be taken
+        before it lapses."""
         k = self.k
         return script(
             "attach_exclusive",
             [k.stream, k.durables, k.lease(self.durable), k.redeliveries(self.durable),
              k.keep(self.durable), k.gates(self.durable), self.gate, k.tally(self.durable)],
-            [self.durable, self.token, self.lease_ms],
+            [self.durable, self.token, self.lease_ms, dead],
             parse=_counts, context=self.context,
         )  # fmt: skip
 

@@ -46,10 +46,11 @@ def server_ms() -> Op[int]:
     return command("TIME", parse=_server_ms, context="server time")
 
 
-def take_live(ns: str, session_id: str, token: str, lease_ms: int) -> Op[bool]:
-    """Become (or stay, after an outage) the session's one live client, unless another is."""
+def take_live(ns: str, session_id: str, token: str, lease_ms: int) -> Op[int]:
+    """Become (or stay, after an outage) the session's one live client, unless another is:
+    0 when this client is live now, else the milliseconds the other's lease has left."""
     return script("claim_lease", [keys.session_live(ns, session_id)], [token, lease_ms],
-                  parse=as_bool, context=_about(session_id))  # fmt: skip
+                  parse=as_int, context=_about(session_id))  # fmt: skip
 
 
 @dataclass(frozen=True)
