@@ -113,50 +113,10 @@ class Figures:
     server_ms: int
     server: dict[str, object]
     """`INFO server`, `memory`, `persistence` and `replication` fields (version, uptime,
-    used memory, ...); `health` reads them."""
+    used memory, ...); `server_health.parse_health` reads them."""
     channels: list[ChannelFigures]
     sessions: list[SessionFigures]
     alerts: list[dict[str, Any]]
-
-
-@dataclass(frozen=True)
-class ServerHealth:
-    """What an operator checks of the server itself, read from `INFO memory`,
-    `persistence` and `replication` (a pure reader: `health(Figures.server)`)."""
-
-    used_memory: int
-    maxmemory: int
-    """0: no limit."""
-    policy: str
-    """The eviction policy; anything but 'noeviction' can remove durables' keys."""
-    aof: bool
-    rdb_changes_since_save: int | None
-    role: str
-    replicas: int
-
-    @property
-    def memory_ratio(self) -> float | None:
-        """Used over max memory (None: no limit)."""
-        return self.used_memory / self.maxmemory if self.maxmemory else None
-
-
-def health(server: dict[str, object]) -> ServerHealth:
-    """The health figures of parsed `INFO` fields (missing ones read as unknown or 0)."""
-
-    def number(name: str) -> int:
-        value = server.get(name)
-        return int(value) if isinstance(value, int | float | str) and str(value).isdigit() else 0
-
-    changes = server.get("rdb_changes_since_last_save")
-    return ServerHealth(
-        used_memory=number("used_memory"),
-        maxmemory=number("maxmemory"),
-        policy=str(server.get("maxmemory_policy", "unknown")),
-        aof=number("aof_enabled") == 1,
-        rdb_changes_since_save=int(changes) if isinstance(changes, int) else None,
-        role=str(server.get("role", "unknown")),
-        replicas=number("connected_slaves"),
-    )
 
 
 def read_figures(ctx: BaseContext, alert_count: int = 20, only: str | None = None) -> Flow[Figures]:
@@ -426,8 +386,6 @@ __all__ = [
     "ChannelFigures",
     "DurableFigures",
     "Figures",
-    "ServerHealth",
     "SessionFigures",
-    "health",
     "read_figures",
 ]

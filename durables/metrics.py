@@ -27,7 +27,8 @@ from prometheus_client.registry import Collector
 from redis.exceptions import RedisError
 
 from .errors import DurablesError
-from .figures import ChannelFigures, DurableFigures, Figures, health
+from .figures import ChannelFigures, DurableFigures, Figures
+from .server_health import parse_health
 
 if TYPE_CHECKING:
     from .client import Client
@@ -193,7 +194,7 @@ def _queue_limit(live: bool, max_depth: int | None, dmax: int | None) -> int | N
 
 
 def _server(figures: Figures) -> list[GaugeMetricFamily]:
-    h = health(figures.server)
+    h = parse_health(figures.server)
     used = _gauge("server_memory_used_bytes", "Memory the server uses.", [])
     used.add_metric([], h.used_memory)
     limit = _gauge("server_memory_max_bytes", "The server's maxmemory; 0: no limit.", [])
@@ -203,7 +204,7 @@ def _server(figures: Figures) -> list[GaugeMetricFamily]:
     info.add_metric([h.role, h.policy], 1)
     safe = _gauge("server_eviction_safe", "1 unless the server may evict keys (a maxmemory "
                   "with a policy other than noeviction).", [])  # fmt: skip
-    safe.add_metric([], 1 if h.maxmemory == 0 or h.policy == "noeviction" else 0)
+    safe.add_metric([], 0 if h.evicting else 1)
     aof = _gauge("server_aof_enabled", "1 while the server writes its append-only file.", [])
     aof.add_metric([], 1 if h.aof else 0)
     replicas = _gauge("server_connected_replicas", "Replicas connected to the server.", [])

@@ -59,6 +59,12 @@ class ServerHealth:
     role: str = ""
     replicas: int = 0
     where: str = ""
+    rdb_changes_since_save: int | None = None
+
+    @property
+    def memory_ratio(self) -> float | None:
+        """Used over max memory (None: no limit)."""
+        return self.used_memory / self.maxmemory if self.maxmemory else None
 
     @property
     def evicting(self) -> bool:
@@ -94,6 +100,7 @@ def parse_health(
 ) -> ServerHealth:
     """`INFO` fields (and `CONFIG GET save`'s value, None if refused) as a `ServerHealth`."""
     aof = info.get("aof_enabled")
+    changes = info.get("rdb_changes_since_last_save")
     return ServerHealth(
         used_memory=_int(info.get("used_memory")),
         maxmemory=_int(info.get("maxmemory")),
@@ -103,6 +110,7 @@ def parse_health(
         role=str(info.get("role", "")),
         replicas=_int(info.get("connected_slaves")),
         where=where,
+        rdb_changes_since_save=None if changes is None else _int(changes),
     )
 
 

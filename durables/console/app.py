@@ -34,7 +34,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from durables.errors import ConnectionLostError, DurablesError
-from durables.figures import health
+from durables.server_health import parse_health
 from durables.urls import shown
 
 from . import actions, incident, views
@@ -162,7 +162,7 @@ class Pages:
         body += "<h2>Durables</h2>" + incident.durables_table(
             figures, self.live.durable_rates, sort, needle
         )
-        body += incident.health(health(figures.server), self.namespace())
+        body += incident.health(parse_health(figures.server), self.namespace())
         return self.page("Overview", body, "/")
 
     async def channel(self, request: Request) -> Response:

@@ -12,8 +12,9 @@ import time
 from collections.abc import Callable, Sequence
 from urllib.parse import urlencode
 
-from durables.figures import DurableFigures, Figures, ServerHealth
+from durables.figures import DurableFigures, Figures
 from durables.records import AuditEntry
+from durables.server_health import ServerHealth
 
 from .views import NONE, channel_href, esc, preview, table
 
@@ -83,8 +84,9 @@ def health(h: ServerHealth, namespace: str) -> str:
     limit = "no limit" if not h.maxmemory else _mib(h.maxmemory)
     ratio = h.memory_ratio
     used = _mib(h.used_memory) + (f" ({ratio:.0%} of maxmemory)" if ratio is not None else "")
-    unsafe = bool(h.maxmemory) and h.policy != "noeviction"
-    policy = f'<span class="warn">{esc(h.policy)}: may evict</span>' if unsafe else esc(h.policy)
+    policy = (
+        f'<span class="warn">{esc(h.policy)}: may evict</span>' if h.evicting else esc(h.policy)
+    )
     persistence = "AOF" if h.aof else "no AOF"
     if h.rdb_changes_since_save is not None:
         persistence += f", {h.rdb_changes_since_save} changes since the last RDB save"
