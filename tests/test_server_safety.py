@@ -214,9 +214,18 @@ def _at_the_limit(server: RedisProcess) -> None:
 
 
 def _drain(client: durables.Client, kind: str) -> list[str]:
+    """What a consumer of the durable gets, acknowledging it; a shared or serial one first
+    rolls its first batch back (at the limit too) and gets it again, flagged."""
     dur = client.channel("orders").durable(kind)
     got: list[str] = []
     with dur.consumer(prefetch=None if kind == "exclusive" else 50) as consumer:
+        if kind != "exclusive":
+            first = [event.id for event in consumer.fetch(timeout=0.5)]
+            consumer.rollback()
+            again = consumer.fetch(timeout=0.5)
+            assert [e.id for e in again] == first and all(e.redelivered for e in again)
+            got += first
+            consumer.commit()
         while events := consumer.fetch(timeout=0.5):
             got += [event.id for event in events]
             consumer.commit()
