@@ -31,7 +31,7 @@ from .errors import ConnectionLostError
 from .link import Attempt, Link, Moves, Pause, State, StateListener, Step, attempts
 from .ops.flows import Effect, Flow, Recover, Send, walk
 from .replies import error_word, kept
-from .verdicts import error_for, transient
+from .verdicts import error_for
 
 if TYPE_CHECKING:
     from .cluster import Server
@@ -58,8 +58,9 @@ def parse_all(ops: Sequence[Op[Any]], replies: Sequence[Any]) -> list[Any]:
 
 def tolerated(op: Op[Any], reply: ResponseError) -> bool:
     """An error reply that goes to the operation's parser: one of its `tolerate` words,
-    never an outage or a moving slot."""
-    return error_word(reply)[0] in op.tolerate and not transient(reply)
+    whatever it means elsewhere (a blocked read through a tap or a gate woken by its
+    deletion answers UNBLOCKED, which is an outage for any other command)."""
+    return error_word(reply)[0] in op.tolerate
 
 
 class Executor:

@@ -13,6 +13,7 @@ from redis.exceptions import NoPermissionError, ResponseError
 import durables
 from durables import ConnectionLostError, DurableNotFound, LeaseLostError, keys, scripts
 from durables.events import Batch, pack
+from durables.executor import parse_all
 from durables.ops import channels, sessions
 from durables.ops import durables as durable_ops
 from durables.ops.base import Op, command
@@ -511,3 +512,15 @@ def test_session_replays_up_to_the_marker_then_reads_live_with_a_block() -> None
     assert live.args[live.args.index("BLOCK") + 1] == 200 and live.args[-1] == ">"
     (idle,) = c.on_read([])
     assert idle.live_first and idle.events == [] and c.ack(idle) is None
+
+
+def test_a_tolerated_word_goes_to_the_parser_even_where_it_would_mean_an_outage() -> None:
+    """A read through a tap or a gate that its deletion woke answers UNBLOCKED: for that
+    read it means "woken", not an outage (which would reconnect and re-attach every reader,
+    as a memory:// run once showed: a shared ring dealt out of turn)."""
+    woken = ResponseError("UNBLOCKED the stream key no longer exists")
+    closed = frozenset({"NOGROUP", "UNBLOCKED"})
+    read: Op[Any] = command("XREADGROUP", "GROUP", "g", "c", "STREAMS", "k", ">", tolerate=closed)
+    assert parse_all([read], [woken]) == [woken]
+    with pytest.raises(durables.ConnectionLostError):  # elsewhere it is one
+        parse_all([command("GET", "k")], [woken])
