@@ -8,12 +8,11 @@ from typing import Any
 
 import pytest
 from redis.connection import Connection
-from redis.exceptions import NoPermissionError, ResponseError
+from redis.exceptions import ResponseError
 
 import durables
 from durables import ConnectionLostError, DurableNotFound, LeaseLostError, keys, scripts
 from durables.events import Batch, pack
-from durables.executor import parse_all
 from durables.ops import channels, sessions
 from durables.ops import durables as durable_ops
 from durables.ops.base import Op, command
@@ -22,7 +21,6 @@ from durables.ops.sessions import interest_matches
 from durables.ops.shared import SharedHandout
 from durables.records import DurableSpec, Interest
 from durables.selector import compile_filter
-from durables.verdicts import translate
 
 K = keys.ChannelKeys("ns", "orders")
 
@@ -165,29 +163,6 @@ def test_a_created_durable_returns_the_stored_spec() -> None:
 
 def test_the_server_clock_reply_becomes_milliseconds() -> None:
     assert sessions.server_ms().parse((b"1700000000", b"123456")) == 1_700_000_000_123
-
-
-# -- errors by prefix ---------------------------------------------------------------------
-
-
-def test_error_replies_become_our_errors_by_their_first_word() -> None:
-    lost = translate(ResponseError("LEASELOST the lease is gone"), "exclusive durable 'd'")
-    assert isinstance(lost, durables.LeaseLostError)
-    assert isinstance(lost, durables.DurableInUseError)  # what callers caught before
-    assert isinstance(lost, durables.ConsumerClosedError)
-    assert str(lost) == "exclusive durable 'd': the lease is gone"
-    denied = translate(NoPermissionError("this user has no permissions to access the key"))
-    assert isinstance(denied, durables.AccessDeniedError)
-    assert "NOPERM" in str(denied)
-    assert isinstance(translate(ResponseError("UNBLOCKED demoted")), durables.ConnectionLostError)
-    unknown = ResponseError("WRONGTYPE Operation against a key")
-    assert translate(unknown) is unknown  # a real failure is never swallowed
-
-
-def test_a_tolerated_error_word_goes_to_the_parser() -> None:
-    op = sessions.join(K, "s1")
-    assert "BUSYGROUP" in op.tolerate
-    assert op.args[:3] == ("XGROUP", "CREATE", K.stream)
 
 
 # -- the exclusive cursor -----------------------------------------------------------------
@@ -512,15 +487,3 @@ def test_session_replays_up_to_the_marker_then_reads_live_with_a_block() -> None
     assert live.args[live.args.index("BLOCK") + 1] == 200 and live.args[-1] == ">"
     (idle,) = c.on_read([])
     assert idle.live_first and idle.events == [] and c.ack(idle) is None
-
-
-def test_a_tolerated_word_goes_to_the_parser_even_where_it_would_mean_an_outage() -> None:
-    """A read through a tap or a gate that its deletion woke answers UNBLOCKED: for that
-    read it means "woken", not an outage (which would reconnect and re-attach every reader,
-    as a memory:// run once showed: a shared ring dealt out of turn)."""
-    woken = ResponseError("UNBLOCKED the stream key no longer exists")
-    closed = frozenset({"NOGROUP", "UNBLOCKED"})
-    read: Op[Any] = command("XREADGROUP", "GROUP", "g", "c", "STREAMS", "k", ">", tolerate=closed)
-    assert parse_all([read], [woken]) == [woken]
-    with pytest.raises(durables.ConnectionLostError):  # elsewhere it is one
-        parse_all([command("GET", "k")], [woken])
