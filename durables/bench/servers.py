@@ -18,8 +18,8 @@ from types import TracebackType
 
 import redis
 
-from ..processes import server_env
-from ..server import server_config
+from ..server.embedded import server_config
+from ..server.processes import server_env
 
 HOST = "127.0.0.1"
 START_TIMEOUT_S = 10.0

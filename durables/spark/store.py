@@ -14,10 +14,10 @@ from redis.exceptions import ResponseError
 from ..errors import DurablesError
 from ..events import Encoded
 from ..ids import previous
-from ..leases import Lease
+from ..io.leases import Lease
 from ..ops.base import Op, as_bool, as_int, command, script
-from ..replies import error_word, text
-from .errors import SinkCommitError
+from ..reply_parsers import error_word, text
+from .reporting import SinkCommitError
 
 if TYPE_CHECKING:
     from ..client import Client
