@@ -22,7 +22,7 @@ import durables.aio as aio
 from durables.events import Event
 
 T = TypeVar("T")
-WRAPPED = ("durables.aio", "redis.asyncio")
+WRAPPED = ("durables.aio", "durables.io.aio", "redis.asyncio")
 CALL_TIMEOUT_S = 120.0
 """No call of the behaviour tests takes this long: a hang fails the test instead."""
 
