@@ -18,9 +18,9 @@ from collections.abc import Callable, Iterable
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from .io.leases import Wait, wait_seconds
+from .options import Overflow, SessionOptions
 from .records import Interest, SessionInfo
-from .sessions.core import ALL_KEYS, Overflow, SessionCore, SessionState, check_options
+from .sessions.core import ALL_KEYS, SessionCore, SessionState
 from .sessions.delivery import Delivery, SessionListener
 
 if TYPE_CHECKING:
@@ -39,30 +39,10 @@ class Session(SessionCore):
 
     ctx: Context
 
-    def __init__(
-        self,
-        ctx: Context,
-        session_id: str,
-        timeout: float,
-        *,
-        max_depth: int | None = None,
-        disconnected_max_depth: int | None = None,
-        overflow: Overflow = "close",
-        recovery_buffer: int | None = None,
-        auto_ack: bool = True,
-        replicated: int = 0,
-        wait: Wait = False,
-    ) -> None:
-        wait_s = wait_seconds(wait)
-        super().__init__(
-            ctx, session_id, timeout, max_depth=max_depth,
-            disconnected_max_depth=disconnected_max_depth, overflow=overflow,
-            recovery_buffer=recovery_buffer, auto_ack=auto_ack, lock=threading.Lock(),
-            replicated=replicated,
-            gate=threading.Event,
-        )  # fmt: skip
+    def __init__(self, ctx: Context, session_id: str, options: SessionOptions) -> None:
+        super().__init__(ctx, session_id, options, lock=threading.Lock(), gate=threading.Event)
         self.executor = ctx.executor
-        self.executor.drive(self.opening(wait_s))
+        self.executor.drive(self.opening(options.wait_s))
 
     def info(self) -> SessionInfo:
         """The session's state and queue: events not yet acknowledged over its channels
@@ -143,5 +123,5 @@ class Session(SessionCore):
         self.close(keepalive=True)
 
 
-__all__ = ["ALL_KEYS", "Interest", "Overflow", "Session", "SessionInfo", "SessionState",
-           "check_options"]  # fmt: skip
+__all__ = ["ALL_KEYS", "Interest", "Overflow", "Session", "SessionInfo", "SessionOptions",
+           "SessionState"]  # fmt: skip

@@ -14,9 +14,9 @@ from contextlib import nullcontext
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ..io.leases import Wait, wait_seconds
+from ..options import SessionOptions, Wait, wait_seconds
 from ..records import Interest, SessionInfo
-from ..sessions.core import ALL_KEYS, Overflow, SessionCore
+from ..sessions.core import ALL_KEYS, SessionCore
 from ..sessions.delivery import DeliveryLoop
 
 if TYPE_CHECKING:
@@ -37,26 +37,8 @@ class AsyncSession(SessionCore):
 
     ctx: AsyncContext
 
-    def __init__(
-        self,
-        ctx: AsyncContext,
-        session_id: str,
-        timeout: float,
-        *,
-        max_depth: int | None = None,
-        disconnected_max_depth: int | None = None,
-        overflow: Overflow = "close",
-        recovery_buffer: int | None = None,
-        auto_ack: bool = True,
-        replicated: int = 0,
-    ) -> None:
-        super().__init__(
-            ctx, session_id, timeout, max_depth=max_depth,
-            disconnected_max_depth=disconnected_max_depth, overflow=overflow,
-            recovery_buffer=recovery_buffer, auto_ack=auto_ack, lock=nullcontext(),
-            replicated=replicated,
-            gate=asyncio.Event,
-        )  # fmt: skip
+    def __init__(self, ctx: AsyncContext, session_id: str, options: SessionOptions) -> None:
+        super().__init__(ctx, session_id, options, lock=nullcontext(), gate=asyncio.Event)
         self.executor = ctx.executor
 
     async def open(self, wait: Wait = False) -> None:
