@@ -14,10 +14,12 @@ this class drives it, blocking, and delivers from a thread.
 from __future__ import annotations
 
 import threading
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+from .ops.flows import Flow
 from .options import Overflow, SessionOptions
 from .records import Interest, SessionInfo
 from .sessions.core import ALL_KEYS, SessionCore, SessionState
@@ -28,7 +30,34 @@ if TYPE_CHECKING:
     from .io.context import Context
 
 
-class Session(SessionCore):
+RegisteredT = TypeVar("RegisteredT")
+
+
+class SessionFront(SessionCore, ABC, Generic[RegisteredT]):
+    """What both clients' sessions take alike; each drives the flows its own way."""
+
+    def register_interest(
+        self,
+        channel: str,
+        keys: Iterable[str] | Any = ALL_KEYS,
+        *,
+        regex: str | None = None,
+        durable: bool = True,
+    ) -> RegisteredT:
+        """Queue the channel's events (for `keys`, or keys matching `regex`) for this session.
+
+        A durable interest keeps queuing while the session is away; a non-durable one ends
+        at the disconnect. On a keyed channel the current values are the response: they
+        go into the cache by the interest-response rules, and are returned.
+        """
+        return self._registering(self.registering(channel, keys, regex, durable))
+
+    @abstractmethod
+    def _registering(self, flow: Flow[dict[str, bytes]]) -> RegisteredT:
+        """`flow` driven once the session is connected (`UnconnectedError` otherwise)."""
+
+
+class Session(SessionFront[dict[str, bytes]]):
     """A durable client: a queue per interested channel that outlives disconnects.
 
     `state` is "connected", "disconnected" (the connection broke: the client retries on
@@ -55,22 +84,9 @@ class Session(SessionCore):
         connected = self.executor.state == "connected"
         self.executor.drive(self._check_connected(what, connected))
 
-    def register_interest(
-        self,
-        channel: str,
-        keys: Iterable[str] | Any = ALL_KEYS,
-        *,
-        regex: str | None = None,
-        durable: bool = True,
-    ) -> dict[str, bytes]:
-        """Queue the channel's events (for `keys`, or keys matching `regex`) for this session.
-
-        A durable interest keeps queuing while the session is away; a non-durable one ends
-        at the disconnect. On a keyed channel the current values are the response: they
-        go into the cache by the interest-response rules, and are returned.
-        """
+    def _registering(self, flow: Flow[dict[str, bytes]]) -> dict[str, bytes]:
         self._connected_for("register interest")
-        return self.executor.drive(self.registering(channel, keys, regex, durable))
+        return self.executor.drive(flow)
 
     def add_listener(
         self, channel: str, listener: SessionListener | Callable[[Event], object]
@@ -123,5 +139,5 @@ class Session(SessionCore):
         self.close(keepalive=True)
 
 
-__all__ = ["ALL_KEYS", "Interest", "Overflow", "Session", "SessionInfo", "SessionOptions",
-           "SessionState"]  # fmt: skip
+__all__ = ["ALL_KEYS", "Interest", "Overflow", "Session", "SessionFront", "SessionInfo",
+           "SessionOptions", "SessionState"]  # fmt: skip

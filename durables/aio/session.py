@@ -9,14 +9,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Coroutine
 from contextlib import nullcontext
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Protocol
 
+from ..ops.flows import Flow
 from ..options import SessionOptions, Wait, wait_seconds
 from ..records import Interest, SessionInfo
-from ..sessions.core import ALL_KEYS, SessionCore
+from ..session import SessionFront
+from ..sessions.core import ALL_KEYS
 from ..sessions.delivery import DeliveryLoop
 
 if TYPE_CHECKING:
@@ -31,7 +33,7 @@ class AsyncSessionListener(Protocol):
     def on_event(self, event: Event) -> object: ...
 
 
-class AsyncSession(SessionCore):
+class AsyncSession(SessionFront[Coroutine[Any, Any, dict[str, bytes]]]):
     """A durable client: a queue per interested channel that outlives disconnects.
     Made by `await client.session(...)`; `async with` closes it (keeping it alive)."""
 
@@ -54,17 +56,9 @@ class AsyncSession(SessionCore):
         connected = self.executor.state == "connected"
         await self.executor.drive(self._check_connected(what, connected))
 
-    async def register_interest(
-        self,
-        channel: str,
-        keys: Iterable[str] | Any = ALL_KEYS,
-        *,
-        regex: str | None = None,
-        durable: bool = True,
-    ) -> dict[str, bytes]:
-        """Queue the channel's events for this session (see `Session.register_interest`)."""
+    async def _registering(self, flow: Flow[dict[str, bytes]]) -> dict[str, bytes]:
         await self._connected_for("register interest")
-        return await self.executor.drive(self.registering(channel, keys, regex, durable))
+        return await self.executor.drive(flow)
 
     def add_listener(
         self, channel: str, listener: AsyncSessionListener | Callable[..., Any]
