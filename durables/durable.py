@@ -359,6 +359,7 @@ class DurableFront(DurableCore, ABC, Generic[ListenerT, ConsumerT, SubscriptionT
         seconds, True as long as it takes (a standby that takes over when the holder
         goes). A supervisor's restart passes the lease time plus a little.
         """
+        check_window(self.kind, self.name, prefetch)  # before its size, as always
         opts = ConsumerOptions.of(
             options, prefetch=prefetch, auto_ack=auto_ack, filter=filter, on_notice=on_notice,
             replicated=replicated, wait=wait,
@@ -381,6 +382,7 @@ class DurableFront(DurableCore, ABC, Generic[ListenerT, ConsumerT, SubscriptionT
         """Deliver events to `listener(event)` until `close()`: on a background thread, or
         from a task in the asyncio client (where the listener may be a coroutine function).
         The keywords are `SubscriptionOptions`' fields (`options=` as for `consumer`)."""
+        check_window(self.kind, self.name, window)
         opts = SubscriptionOptions.of(
             options, window=window, auto_ack=auto_ack, filter=filter, on_notice=on_notice,
             replicated=replicated, wait=wait,
