@@ -39,6 +39,7 @@ from .errors import (
     deprecated,
 )
 from .events import Event, Message
+from .options import ConsumerOptions, SessionOptions, SubscriptionOptions
 from .records import HousekeepReport, Nack, SessionInfo
 from .session import ALL_KEYS, Session
 from .settings import Settings
@@ -60,15 +61,18 @@ __all__ = [
     "Nack",
     # durables and consuming
     "Consumer",
+    "ConsumerOptions",
     "Durable",
     "DurableInfo",
     "Kind",
     "Subscription",
+    "SubscriptionOptions",
     # durable client sessions
     "ALL_KEYS",
     "LocalCache",
     "Session",
     "SessionInfo",
+    "SessionOptions",
     # errors
     "AccessDeniedError",
     "AuthenticationError",

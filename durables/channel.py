@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import contextlib
 import time
+from abc import ABC, abstractmethod
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from . import names
 from .durable import Durable, DurableCore, creating, load_durable, loading
@@ -32,8 +33,9 @@ from .ops import channels as ops
 from .ops import sessions as session_ops
 from .ops.flows import Flow, run, send
 from .publishing import MAX_BATCH, packed, publish_batches, publish_encoded
-from .records import ChannelInfo, DurableInfo, FullPolicy, Kind, Nack
+from .records import ChannelInfo, DurableInfo, DurableSpec, FullPolicy, Kind, Nack
 from .retention import delete_channel, trim_channel
+from .selector import Selector
 
 if TYPE_CHECKING:
     from .io.context import BaseContext, Context
@@ -119,14 +121,13 @@ class ChannelCore:
         return run(ops.durable_names(self.keys))
 
 
-class Channel(ChannelCore):
-    """A named stream of events; durables on it are independent subscriptions."""
+PublishT = TypeVar("PublishT")
+DurableT = TypeVar("DurableT")
 
-    ctx: Context
 
-    def __init__(self, ctx: Context, name: str) -> None:
-        super().__init__(ctx, name)
-        self.executor = ctx.executor
+class ChannelFront(ChannelCore, ABC, Generic[PublishT, DurableT]):
+    """What both clients' channels take alike: a publish's and a durable's arguments,
+    checked and made into a flow; each client drives it (blocking, or awaited)."""
 
     def publish(
         self,
@@ -139,7 +140,7 @@ class Channel(ChannelCore):
         ack_timeout: float = DEFAULT_ACK_TIMEOUT_S,
         replicas: int | None = None,
         replica_timeout: float | None = None,
-    ) -> str:
+    ) -> PublishT:
         """Append one event; returns its id once the server has stored it.
 
         `message_id`: the producer's id; the same id within `dedupe_window_s` is stored
@@ -150,10 +151,46 @@ class Channel(ChannelCore):
         `replicas`: wait until that many replicas have it (`ReplicationError` if fewer
         confirm within `replica_timeout` seconds); defaults from the settings.
         """
-        event_id = self.executor.drive(self.publishing(
+        return self._published(self.publishing(
             data, key, properties, message_id, ack_required, ack_timeout, replicas,
             replica_timeout,
-        ))[0]  # fmt: skip
+        ))  # fmt: skip
+
+    def durable(
+        self,
+        name: str,
+        kind: Kind | None = None,
+        start: str | None = None,
+        filter: str | None = None,
+        max_deliveries: int | None = None,
+    ) -> DurableT:
+        """Get or create a durable: with no kind, the one of that name whatever its kind, else
+        a new exclusive one; `start` ('earliest' when None) applies when it is created.
+        `DurableExistsError` if it exists with another kind (when given) or filter (compared
+        by meaning: `region='eu'` is `region = 'eu'`). With no spec at all (only the name),
+        the durable as it is, whatever its kind and filter (a new exclusive one if none)."""
+        return self._durable(name, creating(self.keys, name, kind, start, filter, max_deliveries))
+
+    @abstractmethod
+    def _published(self, flow: Flow[list[str]]) -> PublishT:
+        """The publish flow driven: the event's id (the channel touched for housekeeping)."""
+
+    @abstractmethod
+    def _durable(self, name: str, flow: Flow[tuple[DurableSpec, Selector | None]]) -> DurableT:
+        """The durable `creating` found or made."""
+
+
+class Channel(ChannelFront[str, Durable]):
+    """A named stream of events; durables on it are independent subscriptions."""
+
+    ctx: Context
+
+    def __init__(self, ctx: Context, name: str) -> None:
+        super().__init__(ctx, name)
+        self.executor = ctx.executor
+
+    def _published(self, flow: Flow[list[str]]) -> str:
+        event_id = self.executor.drive(flow)[0]
         self.ctx.touch(self.name)
         return event_id
 
@@ -198,21 +235,8 @@ class Channel(ChannelCore):
         """Delete the channel, its events and its durables. Returns False if it did not exist."""
         return self.executor.drive(self.deleting())
 
-    def durable(
-        self,
-        name: str,
-        kind: Kind | None = None,
-        start: str | None = None,
-        filter: str | None = None,
-        max_deliveries: int | None = None,
-    ) -> Durable:
-        """Get or create a durable: with no kind, the one of that name whatever its kind, else
-        a new exclusive one; `start` ('earliest' when None) applies when it is created.
-        `DurableExistsError` if it exists with another kind (when given) or filter (compared
-        by meaning: `region='eu'` is `region = 'eu'`). With no spec at all (only the name),
-        the durable as it is, whatever its kind and filter (a new exclusive one if none)."""
-        found = self.executor.drive(creating(self.keys, name, kind, start, filter, max_deliveries))
-        return Durable(self.ctx, self.keys, name, *found)
+    def _durable(self, name: str, flow: Flow[tuple[DurableSpec, Selector | None]]) -> Durable:
+        return Durable(self.ctx, self.keys, name, *self.executor.drive(flow))
 
     def get_durable(self, name: str) -> Durable:
         """An existing durable; `DurableNotFoundError` otherwise."""
@@ -311,5 +335,6 @@ def get_channel(ctx: Context, name: str) -> Channel:
     return Channel(ctx, name)
 
 
-__all__ = ["MAX_BATCH", "Channel", "ChannelCore", "ChannelInfo", "FullPolicy", "channel_infos",
-           "channel_options", "finding", "get_channel", "open_channel", "opening"]  # fmt: skip
+__all__ = ["MAX_BATCH", "Channel", "ChannelCore", "ChannelFront", "ChannelInfo", "FullPolicy",
+           "channel_infos", "channel_options", "finding", "get_channel", "open_channel",
+           "opening"]  # fmt: skip

@@ -7,9 +7,11 @@ everything it makes. It holds no logic of its own beyond that.
 
 from __future__ import annotations
 
+import functools
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any, Generic, TypeAlias, TypeVar
 
 from redis.exceptions import RedisError
 
@@ -23,19 +25,25 @@ from .io import cluster
 from .io.cluster import Server
 from .io.context import Context
 from .io.executor import Executor
-from .io.leases import Heartbeat, Wait
+from .io.leases import Heartbeat
 from .io.runtime import AckFlusher, Housekeeper, Runtime
 from .io.transport import Transport, transport_for
 from .ops import channels as channel_ops
 from .ops import server_info as server_ops
+from .ops.flows import walk
+from .ops.server_info import Ask, Primaries
+from .options import Overflow, SessionOptions, Wait
 from .records import AuditEntry, ChannelInfo, FullPolicy, HousekeepReport, Kind, SessionRecord
 from .retention import tidy_channel
 from .server.embedded import EmbeddedServer
-from .server_health import ServerHealth, ServerWatch, check, parse_health
-from .session import Overflow, Session
+from .server_health import ServerHealth, ServerWatch, check
+from .session import Session
 from .sessions import store as session_store
 from .settings import Settings, checked_settings, load_settings
 from .urls import parse_url, tls_options
+
+if TYPE_CHECKING:
+    from .io.aio.context import AsyncContext
 
 HEARTBEAT_TIMEOUT_FRACTION = 0.25
 """The heartbeat's socket timeout as a part of the lease: a hung renewal gives up in time
@@ -45,40 +53,184 @@ for the next beat (a third of the lease) to try again."""
 def first_contact(
     transport: Transport, connect_timeout_s: float
 ) -> tuple[dict[str, object], list[ServerHealth]]:
-    """The server's INFO, and how each primary keeps what it confirms (every primary of a
-    cluster), asked on a connection whose every timeout (a TLS handshake's too) is
-    `connect_timeout_s`; what fails is said plainly (`first_contact.contact_error`)."""
+    """The server's INFO, and how each primary keeps what it confirms
+    (`ops.server_info.first_contact`), asked on a connection whose every timeout (a TLS
+    handshake's too) is `connect_timeout_s`; what fails is said plainly
+    (`first_contact.contact_error`)."""
     server = transport.connect(connect_timeout_s, connect_timeout_s)
-    op = server_ops.info("")
-    try:  # sent by hand: an executor would log a lost connection at a wrong password
-        if isinstance(server, cluster.RedisCluster):
-            info = op.parse(cluster.send(server, op.args))
-            healths = [_health(node, op, node_name(node)) for node in cluster.primaries(server)]
-            return info, healths
-        info = op.parse(server.execute_command(*op.args))  # type: ignore[no-untyped-call]
-        return info, [parse_health(info, _save(server))]
+    try:
+        plan = server_ops.first_contact(isinstance(server, cluster.RedisCluster))
+        return walk(plan, functools.partial(_ask, server))
     except RedisError as exc:
         raise contact_error(exc, transport.url, connect_timeout_s) from exc
     finally:
         server.close()
 
 
-def _health(node: Any, op: Any, where: str) -> ServerHealth:
-    info = op.parse(node.execute_command(*op.args))
-    return parse_health(info, _save(node), where)
-
-
-def _save(node: Any) -> str | None:
-    """`CONFIG GET save`, or None where the user may not ask (a managed service)."""
+def _ask(server: Server, step: Ask | Primaries) -> Any:
+    """A step of the first contact, sent (blocking)."""
+    if isinstance(step, Primaries):
+        return [(node, node_name(node)) for node in cluster.primaries(server)]  # type: ignore[arg-type]
     try:
-        return server_ops.save_setting(node.execute_command("CONFIG", "GET", "save"))
+        if step.node is not None:
+            return step.node.execute_command(*step.args)
+        if isinstance(server, cluster.RedisCluster):
+            return cluster.send(server, step.args)
+        return server.execute_command(*step.args)  # type: ignore[no-untyped-call]
     except RedisError:
-        return None
+        if step.optional:
+            return None
+        raise
 
 
 def node_name(node: Any) -> str:
     kwargs = node.connection_pool.connection_kwargs
     return f"cluster node {kwargs.get('host')}:{kwargs.get('port')}"
+
+
+ChannelT = TypeVar("ChannelT")
+DurableT = TypeVar("DurableT")
+SessionT = TypeVar("SessionT")
+DurableAsk: TypeAlias = tuple[str, Kind | None, str | None, str | None, int | None]
+"""A durable's name, kind, start, filter and max_deliveries, as `Channel.durable` takes them."""
+
+
+class ClientCore(ABC, Generic[ChannelT, DurableT, SessionT]):
+    """What both clients are alike: their settings and server, what they report of it,
+    and the arguments of `channel()`, `durable()` and `session()`, checked once; each client
+    opens what they ask for its own way (blocking, or awaited)."""
+
+    ctx: Context | AsyncContext
+
+    def __init__(self, settings: Settings, where: str) -> None:
+        self.settings = settings = checked_settings(settings, where)
+        self.url = (
+            settings.url or EmbeddedServer(settings.home_dir, fsync=settings.fsync).ensure_running()
+        )
+        self.namespace = settings.namespace
+        self.server_version = ""
+        self._tls = tls_options(parse_url(self.url), settings.tls_ca_file,
+                                settings.tls_cert_file, settings.tls_key_file)  # fmt: skip
+        self._beat_timeout = max(0.05, settings.lease_timeout_s * HEARTBEAT_TIMEOUT_FRACTION)
+        """The heartbeat's socket timeout; `_quick` its connect timeout, and the probe's."""
+        self._quick = min(self._beat_timeout, settings.connect_timeout_s)
+
+    def _met(self, info: dict[str, object], healths: list[ServerHealth]) -> ServerWatch:
+        """The server as first met: its version checked (and kept), and how each primary
+        keeps what it confirms judged (`UnsafeServerError`), the start of the watch the
+        heartbeat keeps on it."""
+        self.server_version = server_ops.check_version(info)
+        settings = self.settings
+        watch = ServerWatch(settings.allow_eviction, settings.server_check_interval_s)
+        for health in healths:
+            check(health, settings.allow_eviction)
+            watch.observe(health, quiet=True)
+        return watch
+
+    @property
+    def server_health(self) -> list[ServerHealth]:
+        """How the server keeps what it confirms (eviction policy, maxmemory, persistence),
+        by node, as read at connect and again every `server_check_interval_s`."""
+        watch = self.ctx.runtime.heartbeat.watch
+        return [] if watch is None else list(watch.healths.values())
+
+    @property
+    def server_problems(self) -> list[str]:
+        """What the last readings of the server found unsafe (logged once each)."""
+        watch = self.ctx.runtime.heartbeat.watch
+        return [] if watch is None else watch.problems
+
+    @property
+    def state(self) -> str:
+        """'connected', 'reconnecting' (an outage is being waited out) or 'closed'."""
+        return self.ctx.executor.state
+
+    def on_state(self, listener: Callable[[str, str], object]) -> None:
+        """Call `listener(old, new)` at every change of `state`."""
+        self.ctx.executor.on_state(listener)
+
+    @property
+    def lease_ms(self) -> int:
+        return self.ctx.lease_ms
+
+    def keys(self, channel: str) -> Any:
+        return self.ctx.keys(channel)
+
+    def channel(
+        self,
+        name: str,
+        *,
+        keyed: bool | None = None,
+        ttl: float | None = None,
+        capacity: int | None = None,
+        full: FullPolicy | None = None,
+    ) -> ChannelT:
+        """Get or create a channel; options given are stored, options left out keep their value.
+
+        `ttl` (seconds) is the event lifespan; `capacity` the most events kept, and `full`
+        what a full channel does: 'reject' (raise `ChannelFullError`, the default) or
+        'drop_oldest'.
+        """
+        return self._channel(name, channel_options(keyed, ttl, capacity, full))
+
+    def durable(
+        self,
+        channel: str,
+        name: str,
+        kind: Kind | None = None,
+        start: str | None = None,
+        filter: str | None = None,
+        max_deliveries: int | None = None,
+    ) -> DurableT:
+        """The durable `name` on `channel`: `client.channel(channel).durable(name, ...)` (both
+        got or created; the durable's arguments as for `Channel.durable`). In the asyncio
+        client one await, and a coroutine, not a handle whose first use connects: opening
+        them is a round trip, and a lookup that cannot be met (`DurableExistsError`) fails
+        there, where it was asked for."""
+        return self._durable(channel, (name, kind, start, filter, max_deliveries))
+
+    def session(
+        self,
+        session_id: str,
+        timeout: float = 60.0,
+        *,
+        max_depth: int | None = None,
+        disconnected_max_depth: int | None = None,
+        overflow: Overflow = "close",
+        recovery_buffer: int | None = None,
+        auto_ack: bool = True,
+        replicated: int = 0,
+        wait: Wait = False,
+        options: SessionOptions | None = None,
+    ) -> SessionT:
+        """Create or resume the durable client session `session_id` (see `durables.session`).
+
+        The keywords are `SessionOptions`' fields; `options=` takes them as one object
+        (keywords given beside it replace its fields). `timeout` (seconds): how long the
+        session's queue and durable interests outlive a disconnect. `recovery_buffer`: how
+        many events may be in flight (sent, not yet acknowledged); after a broken connection
+        they are sent again. `SessionInUseError` if the session is live in another client;
+        `wait` for that client's live lease to lapse (it stops being renewed when the client
+        dies): False (the default) not at all, a number of seconds at most that long, True
+        as long as it takes.
+        """
+        return self._session(session_id, SessionOptions.of(
+            options, timeout=timeout, max_depth=max_depth,
+            disconnected_max_depth=disconnected_max_depth, overflow=overflow,
+            recovery_buffer=recovery_buffer, auto_ack=auto_ack, replicated=replicated, wait=wait,
+        ))  # fmt: skip
+
+    @abstractmethod
+    def _channel(self, name: str, options: dict[str, int | str]) -> ChannelT:
+        """The channel got or created, with the options given stored."""
+
+    @abstractmethod
+    def _durable(self, channel: str, ask: DurableAsk) -> DurableT:
+        """The durable asked for, on the channel got or created."""
+
+    @abstractmethod
+    def _session(self, session_id: str, options: SessionOptions) -> SessionT:
+        """The session created or resumed."""
 
 
 def connect(url: str | None = None, **settings: object) -> Client:
@@ -88,26 +240,17 @@ def connect(url: str | None = None, **settings: object) -> Client:
     return Client(load_settings(**settings))
 
 
-class Client:
+class Client(ClientCore[Channel, Durable, Session]):
     """A connection to one server and the durables state in one namespace."""
 
+    ctx: Context
+
     def __init__(self, settings: Settings) -> None:
-        self.settings = settings = checked_settings(settings, "durables.connect")
-        self.url = (
-            settings.url or EmbeddedServer(settings.home_dir, fsync=settings.fsync).ensure_running()
-        )
-        self.namespace = settings.namespace
-        tls = tls_options(parse_url(self.url), settings.tls_ca_file, settings.tls_cert_file,
-                          settings.tls_key_file)  # fmt: skip
-        self.transport = transport_for(self.url, tls)
-        info, healths = first_contact(self.transport, settings.connect_timeout_s)
-        self.server_version = server_ops.check_version(info)
-        watch = ServerWatch(settings.allow_eviction, settings.server_check_interval_s)
-        for health in healths:
-            check(health, settings.allow_eviction)
-            watch.observe(health, quiet=True)
-        beat_timeout = max(0.05, settings.lease_timeout_s * HEARTBEAT_TIMEOUT_FRACTION)
-        quick = min(beat_timeout, settings.connect_timeout_s)
+        super().__init__(settings, "durables.connect")
+        settings = self.settings
+        self.transport = transport_for(self.url, self._tls)
+        watch = self._met(*first_contact(self.transport, settings.connect_timeout_s))
+        beat_timeout, quick = self._beat_timeout, self._quick
         executor = Executor(
             self.transport.connect(settings.socket_timeout_s, settings.connect_timeout_s),
             reconnect_timeout_s=settings.reconnect_timeout_s,
@@ -135,28 +278,6 @@ class Client:
         if self.ctx.executor.state == "connected":
             self.ctx.executor.interrupt()
 
-    @property
-    def server_health(self) -> list[ServerHealth]:
-        """How the server keeps what it confirms (eviction policy, maxmemory, persistence),
-        by node, as read at connect and again every `server_check_interval_s`."""
-        watch = self.ctx.runtime.heartbeat.watch
-        return [] if watch is None else list(watch.healths.values())
-
-    @property
-    def server_problems(self) -> list[str]:
-        """What the last readings of the server found unsafe (logged once each)."""
-        watch = self.ctx.runtime.heartbeat.watch
-        return [] if watch is None else watch.problems
-
-    @property
-    def state(self) -> str:
-        """'connected', 'reconnecting' (an outage is being waited out) or 'closed'."""
-        return self.ctx.executor.state
-
-    def on_state(self, listener: Callable[[str, str], object]) -> None:
-        """Call `listener(old, new)` at every change of `state`."""
-        self.ctx.executor.on_state(listener)
-
     def _trim(self, channel: str) -> int:
         return self.ctx.executor.drive(tidy_channel(self.ctx, self.ctx.keys(channel)))
 
@@ -166,42 +287,11 @@ class Client:
         `redis.Redis`, or a `redis.cluster.RedisCluster` for a `redis+cluster://` URL."""
         return self.ctx.executor.redis
 
-    @property
-    def lease_ms(self) -> int:
-        return self.ctx.lease_ms
+    def _channel(self, name: str, options: dict[str, int | str]) -> Channel:
+        return open_channel(self.ctx, name, options)
 
-    def keys(self, channel: str) -> Any:
-        return self.ctx.keys(channel)
-
-    def channel(
-        self,
-        name: str,
-        *,
-        keyed: bool | None = None,
-        ttl: float | None = None,
-        capacity: int | None = None,
-        full: FullPolicy | None = None,
-    ) -> Channel:
-        """Get or create a channel; options given are stored, options left out keep their value.
-
-        `ttl` (seconds) is the event lifespan; `capacity` the most events kept, and `full`
-        what a full channel does: 'reject' (raise `ChannelFullError`, the default) or
-        'drop_oldest'.
-        """
-        return open_channel(self.ctx, name, channel_options(keyed, ttl, capacity, full))
-
-    def durable(
-        self,
-        channel: str,
-        name: str,
-        kind: Kind | None = None,
-        start: str | None = None,
-        filter: str | None = None,
-        max_deliveries: int | None = None,
-    ) -> Durable:
-        """The durable `name` on `channel`: `client.channel(channel).durable(name, ...)`, the
-        asyncio client's one-await lookup here too."""
-        return self.channel(channel).durable(name, kind, start, filter, max_deliveries)
+    def _durable(self, channel: str, ask: DurableAsk) -> Durable:
+        return self.channel(channel).durable(*ask)
 
     def get_channel(self, name: str) -> Channel:
         """An existing channel; `ChannelNotFoundError` otherwise."""
@@ -214,34 +304,8 @@ class Client:
         """Every channel in the namespace, with its length, first and last ids and durables."""
         return self.ctx.executor.drive(channel_infos(self.ctx, self.channel_names()))
 
-    def session(
-        self,
-        session_id: str,
-        timeout: float = 60.0,
-        *,
-        max_depth: int | None = None,
-        disconnected_max_depth: int | None = None,
-        overflow: Overflow = "close",
-        recovery_buffer: int | None = None,
-        auto_ack: bool = True,
-        replicated: int = 0,
-        wait: Wait = False,
-    ) -> Session:
-        """Create or resume the durable client session `session_id` (see `durables.session`).
-
-        `timeout` (seconds): how long the session's queue and durable interests outlive a
-        disconnect. `recovery_buffer`: how many events may be in flight (sent, not yet
-        acknowledged); after a broken connection they are sent again. `SessionInUseError`
-        if the session is live in another client; `wait` for that client's live lease to
-        lapse (it stops being renewed when the client dies): False (the default) not at all,
-        a number of seconds at most that long, True as long as it takes.
-        """
-        return Session(
-            self.ctx, session_id, timeout, max_depth=max_depth,
-            disconnected_max_depth=disconnected_max_depth, overflow=overflow,
-            recovery_buffer=recovery_buffer, auto_ack=auto_ack, replicated=replicated,
-            wait=wait,
-        )  # fmt: skip
+    def _session(self, session_id: str, options: SessionOptions) -> Session:
+        return Session(self.ctx, session_id, options)
 
     def sessions(self) -> list[SessionRecord]:
         """Every session's record (id, timeout, last seen, interests)."""

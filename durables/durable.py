@@ -9,22 +9,23 @@ from __future__ import annotations
 import json
 import logging
 import time
+from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from . import dead_letters, ids, names
-from .consumer import Consumer, Reader
+from .consumer import Consumer
 from .errors import ConfigError, DurableExistsError, DurableNotFoundError, InvalidWindowError
 from .exclusive import ExclusiveReader
-from .io.leases import Wait, wait_seconds
 from .ops import channels as channel_ops
 from .ops import durables as ops
 from .ops.flows import Flow, run, send
+from .options import ConsumerOptions, ReaderOptions, SubscriptionOptions, Wait
 from .records import KINDS, DeadLetter, DurableInfo, DurableSpec, Kind
 from .selector import Selector, compile_filter
 from .shared import SharedReader
-from .subscription import Subscription
+from .subscription import Listener, Subscription
 
 if TYPE_CHECKING:
     from .events import Event
@@ -276,32 +277,22 @@ class DurableCore:
     def deleting(self) -> Flow[bool]:
         return run(ops.delete(self.keys, self.name))
 
-    def _plan(
-        self,
-        name: str | None,
-        window: int | None,
-        auto_ack: bool | None,
-        filter: str | None,
-        replicated: int = 0,
-    ) -> ReaderPlan:
+    def _plan(self, name: str | None, window: int | None, options: ReaderOptions) -> ReaderPlan:
         """What a consumer of this durable gets: its name, auto-ack (a window means explicit
         acknowledgement, as in Universal Messaging), its selectors (exclusive) or window
         (shared)."""
         check_window(self.kind, self.name, window)
-        if (
-            not isinstance(replicated, int)
-            or isinstance(replicated, bool)
-            or not (0 <= replicated <= MAX_REPLICAS)
-        ):
-            raise ConfigError(f"replicated must be an int in 0..{MAX_REPLICAS}, got {replicated!r}")
-        own = compile_filter(filter)
+        own = compile_filter(options.filter)
+        auto_ack = options.auto_ack
         return ReaderPlan(
             names.consumer_name(name) if name is not None else "consumer",
             window is None if auto_ack is None else auto_ack,
             [s for s in (self.selector, own) if s is not None],
             window or self.ctx.settings.client_queue_window,
             own,
-            replicated,
+            options.replicated,
+            options.on_notice,
+            options.wait_s,
         )
 
 
@@ -316,17 +307,118 @@ class ReaderPlan:
     """A shared reader's own filter (Universal Messaging's shared durables)."""
     replicated: int = 0
     """Events are handed out once this many replicas hold them (`ReaderLoop.replicated`)."""
+    on_notice: Callable[[str], object] | None = None
+    wait_s: float = 0.0
+    """An exclusive reader's wait for another holder's lease to lapse."""
 
 
-MAX_REPLICAS = 16
 BROWSE_SLICES = 10
 """Browsing a filtered durable reads at most this many slices of events to find matches."""
 
+ListenerT = TypeVar("ListenerT")
+ConsumerT = TypeVar("ConsumerT")
+SubscriptionT = TypeVar("SubscriptionT")
 
-class Durable(DurableCore):
+
+class DurableFront(DurableCore, ABC, Generic[ListenerT, ConsumerT, SubscriptionT]):
+    """What both clients' durables offer alike: a consumer and a subscription, from
+    keywords or an options object, checked and attached the same way. Each client names
+    its reader and consumer classes and starts a subscription its own way (a thread, or
+    a task once the consumer attached)."""
+
+    exclusive_reader: type[Any]
+    shared_reader: type[Any]
+    consumer_type: Callable[..., ConsumerT]
+
+    def consumer(
+        self,
+        name: str | None = None,
+        *,
+        prefetch: int | None = None,
+        auto_ack: bool | None = None,
+        filter: str | None = None,
+        on_notice: Callable[[str], object] | None = None,
+        replicated: int = 0,
+        wait: Wait = False,
+        options: ConsumerOptions | None = None,
+    ) -> ConsumerT:
+        """A consumer, attached until closed (use it as a context manager; `async with`
+        in the asyncio client, or `c = await durable.consumer()`, then `await c.close()`).
+
+        The keywords are `ConsumerOptions`' fields; `options=` takes them as one object
+        (keywords given beside it replace its fields). `filter` is the consumer's own
+        selector; on a shared or serial durable the latest consumer's filter also decides
+        what the durable keeps (Universal Messaging's store filter), and consumers attached
+        earlier get a notice (`on_notice`, `Consumer.notices`). `replicated=N`: only events
+        that N replicas hold are handed out, so a failover cannot take back what was
+        delivered (a `WAIT` in each read's round trip).
+
+        `wait` (exclusive durables): when another consumer holds the durable, wait for its
+        lease to lapse (a holder that died, as after kill -9, stops renewing it): False
+        (the default) raises `DurableInUseError` at once, a number waits at most that many
+        seconds, True as long as it takes (a standby that takes over when the holder
+        goes). A supervisor's restart passes the lease time plus a little.
+        """
+        check_window(self.kind, self.name, prefetch)  # before its size, as always
+        opts = ConsumerOptions.of(
+            options, prefetch=prefetch, auto_ack=auto_ack, filter=filter, on_notice=on_notice,
+            replicated=replicated, wait=wait,
+        )  # fmt: skip
+        return self._attached(self._plan(name, opts.prefetch, opts))
+
+    def subscribe(
+        self,
+        listener: ListenerT,
+        *,
+        window: int | None = None,
+        auto_ack: bool | None = None,
+        name: str | None = None,
+        filter: str | None = None,
+        on_notice: Callable[[str], object] | None = None,
+        replicated: int = 0,
+        wait: Wait = False,
+        options: SubscriptionOptions | None = None,
+    ) -> SubscriptionT:
+        """Deliver events to `listener(event)` until `close()`: on a background thread, or
+        from a task in the asyncio client (where the listener may be a coroutine function).
+        The keywords are `SubscriptionOptions`' fields (`options=` as for `consumer`)."""
+        check_window(self.kind, self.name, window)
+        opts = SubscriptionOptions.of(
+            options, window=window, auto_ack=auto_ack, filter=filter, on_notice=on_notice,
+            replicated=replicated, wait=wait,
+        )  # fmt: skip
+        window = opts.window
+        if window is not None and window < 0 and self.kind != "exclusive":
+            window = self.ctx.settings.client_queue_window  # Universal Messaging's default
+        return self._subscribed(listener, self._attached(self._plan(name, window, opts)))
+
+    def _attached(self, plan: ReaderPlan) -> ConsumerT:
+        """The client's consumer over the reader the plan asks for (not attached yet)."""
+        reader: Any
+        if self.kind == "exclusive":
+            reader = self.exclusive_reader(self.ctx, self.keys, self.name, plan.name,
+                                           plan.selectors)  # fmt: skip
+            reader.wait_s = plan.wait_s
+        else:
+            reader = self.shared_reader(self.ctx, self.keys, self.name, self.kind, plan.name,
+                                        plan.window, plan.own, plan.on_notice)  # fmt: skip
+        reader.replicated = plan.replicated
+        runtime: Any = self.ctx.runtime
+        return self.consumer_type(reader, auto_ack=plan.auto_ack, label=repr(self),
+                                  block_s=self.ctx.settings.block_s, acks=runtime.acks)  # fmt: skip
+
+    @abstractmethod
+    def _subscribed(self, listener: ListenerT, consumer: ConsumerT) -> SubscriptionT:
+        """A subscription delivering `consumer`'s events to `listener`, started."""
+
+
+class Durable(DurableFront[Listener, Consumer, Subscription]):
     """A handle on one durable; cheap to make, state lives on the server."""
 
     ctx: Context
+    exclusive_reader = ExclusiveReader
+    shared_reader = SharedReader
+    consumer_type = Consumer
 
     def __init__(
         self, ctx: Context, k: ChannelKeys, name: str, spec: DurableSpec, selector: Selector | None
@@ -363,87 +455,13 @@ class Durable(DurableCore):
         """Delete the durable; its events stay on the channel for the other durables."""
         return self.executor.drive(self.deleting())
 
-    def consumer(
-        self,
-        name: str | None = None,
-        *,
-        prefetch: int | None = None,
-        auto_ack: bool | None = None,
-        filter: str | None = None,
-        on_notice: Callable[[str], object] | None = None,
-        replicated: int = 0,
-        wait: Wait = False,
-    ) -> Consumer:
-        """A synchronous consumer, attached until closed (use it as a context manager).
-
-        `filter` is the consumer's own selector; on a shared or serial durable the latest
-        consumer's filter also decides what the durable keeps (Universal Messaging's store
-        filter), and consumers attached earlier get a notice (`on_notice`,
-        `Consumer.notices`). `replicated=N`:
-        only events that N replicas hold are handed out, so a failover cannot take back
-        what was delivered (a `WAIT` in each read's round trip).
-
-        `wait` (exclusive durables): when another consumer holds the durable, wait for its
-        lease to lapse (a holder that died, as after kill -9, stops renewing it): False
-        (the default) raises `DurableInUseError` at once, a number waits at most that many
-        seconds, True as long as it takes (a standby that takes over when the holder
-        goes). A supervisor's restart passes the lease time plus a little.
-        """
-        check_prefetch(self.kind, self.name, prefetch)
-        return self._attach(name, prefetch, auto_ack, filter, on_notice, replicated, wait)
-
-    def _attach(
-        self,
-        name: str | None,
-        window: int | None,
-        auto_ack: bool | None,
-        filter: str | None = None,
-        on_notice: Callable[[str], object] | None = None,
-        replicated: int = 0,
-        wait: Wait = False,
-    ) -> Consumer:
-        wait_s = wait_seconds(wait)
-        plan = self._plan(name, window, auto_ack, filter, replicated)
-        ctx = self.ctx
-        reader: Reader
-        if self.kind == "exclusive":
-            exclusive = ExclusiveReader(ctx, self.keys, self.name, plan.name, plan.selectors)
-            exclusive.wait_s = wait_s
-            reader = exclusive
-        else:
-            reader = SharedReader(ctx, self.keys, self.name, self.kind, plan.name,
-                                  plan.window, plan.own, on_notice)  # fmt: skip
-        reader.replicated = plan.replicated
-        return Consumer(reader, auto_ack=plan.auto_ack, label=repr(self),
-                        block_s=ctx.settings.block_s, acks=ctx.runtime.acks)  # fmt: skip
-
-    def subscribe(
-        self,
-        listener: Callable[[Event], object],
-        *,
-        window: int | None = None,
-        auto_ack: bool | None = None,
-        name: str | None = None,
-        filter: str | None = None,
-        on_notice: Callable[[str], object] | None = None,
-        replicated: int = 0,
-        wait: Wait = False,
-    ) -> Subscription:
-        """Deliver events to `listener(event)` on a background thread until `close()`
-        (`replicated` and `wait` as for `consumer`)."""
-        window = subscription_window(self.kind, self.name, window,
-                                     self.ctx.settings.client_queue_window)  # fmt: skip
-        consumer = self._attach(name, window, auto_ack, filter, on_notice, replicated, wait)
+    def _subscribed(self, listener: Listener, consumer: Consumer) -> Subscription:
         return Subscription(consumer, listener, self.ctx.runtime)
 
 
-MAX_WINDOW = 100_000
-"""The largest window or prefetch: each unacknowledged event held costs the server an
-entry per consumer, and a window past this is a mistake (10**9), not a tuning."""
-
-
 def check_window(kind: str, name: str, size: int | None) -> None:
-    """`InvalidWindowError` for a window or prefetch on an exclusive durable."""
+    """`InvalidWindowError` for a window or prefetch on an exclusive durable (the size
+    itself is checked by the options)."""
     if size is not None and kind == "exclusive":
         raise InvalidWindowError(
             f"a window or prefetch applies to shared and serial durables only; "
@@ -451,31 +469,9 @@ def check_window(kind: str, name: str, size: int | None) -> None:
         )
 
 
-def check_prefetch(kind: str, name: str, prefetch: int | None) -> None:
-    """`InvalidWindowError` for a prefetch a consumer cannot take."""
-    check_window(kind, name, prefetch)
-    if prefetch is not None and (_not_int(prefetch) or not 0 < prefetch <= MAX_WINDOW):
-        raise InvalidWindowError(
-            f"prefetch must be a positive int up to {MAX_WINDOW:,}, got {prefetch!r}"
-        )
-
-
-def subscription_window(kind: str, name: str, window: int | None, default: int) -> int | None:
-    """The window a subscription gets: `InvalidWindowError` for one it cannot take, and
-    a negative one is the default (Universal Messaging's shared durables)."""
-    check_window(kind, name, window)
-    if window is not None and (_not_int(window) or window == 0 or window > MAX_WINDOW):
-        raise InvalidWindowError(
-            f"window must be a positive int up to {MAX_WINDOW:,}, got {window!r}"
-        )
-    if window is not None and window < 0 and kind != "exclusive":
-        return default
-    return window
-
-
 def _not_int(value: object) -> bool:
     return not isinstance(value, int) or isinstance(value, bool)
 
 
-__all__ = ["POOL", "Durable", "DurableCore", "DurableInfo", "DurableSpec", "Kind",
-           "creating", "load_durable", "loading"]  # fmt: skip
+__all__ = ["POOL", "Durable", "DurableCore", "DurableFront", "DurableInfo", "DurableSpec", "Kind",
+           "ReaderPlan", "creating", "load_durable", "loading"]  # fmt: skip

@@ -14,13 +14,15 @@ this class drives it, blocking, and delivers from a thread.
 from __future__ import annotations
 
 import threading
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from .io.leases import Wait, wait_seconds
+from .ops.flows import Flow
+from .options import Overflow, SessionOptions
 from .records import Interest, SessionInfo
-from .sessions.core import ALL_KEYS, Overflow, SessionCore, SessionState, check_options
+from .sessions.core import ALL_KEYS, SessionCore, SessionState
 from .sessions.delivery import Delivery, SessionListener
 
 if TYPE_CHECKING:
@@ -28,7 +30,34 @@ if TYPE_CHECKING:
     from .io.context import Context
 
 
-class Session(SessionCore):
+RegisteredT = TypeVar("RegisteredT")
+
+
+class SessionFront(SessionCore, ABC, Generic[RegisteredT]):
+    """What both clients' sessions take alike; each drives the flows its own way."""
+
+    def register_interest(
+        self,
+        channel: str,
+        keys: Iterable[str] | Any = ALL_KEYS,
+        *,
+        regex: str | None = None,
+        durable: bool = True,
+    ) -> RegisteredT:
+        """Queue the channel's events (for `keys`, or keys matching `regex`) for this session.
+
+        A durable interest keeps queuing while the session is away; a non-durable one ends
+        at the disconnect. On a keyed channel the current values are the response: they
+        go into the cache by the interest-response rules, and are returned.
+        """
+        return self._registering(self.registering(channel, keys, regex, durable))
+
+    @abstractmethod
+    def _registering(self, flow: Flow[dict[str, bytes]]) -> RegisteredT:
+        """`flow` driven once the session is connected (`UnconnectedError` otherwise)."""
+
+
+class Session(SessionFront[dict[str, bytes]]):
     """A durable client: a queue per interested channel that outlives disconnects.
 
     `state` is "connected", "disconnected" (the connection broke: the client retries on
@@ -39,30 +68,10 @@ class Session(SessionCore):
 
     ctx: Context
 
-    def __init__(
-        self,
-        ctx: Context,
-        session_id: str,
-        timeout: float,
-        *,
-        max_depth: int | None = None,
-        disconnected_max_depth: int | None = None,
-        overflow: Overflow = "close",
-        recovery_buffer: int | None = None,
-        auto_ack: bool = True,
-        replicated: int = 0,
-        wait: Wait = False,
-    ) -> None:
-        wait_s = wait_seconds(wait)
-        super().__init__(
-            ctx, session_id, timeout, max_depth=max_depth,
-            disconnected_max_depth=disconnected_max_depth, overflow=overflow,
-            recovery_buffer=recovery_buffer, auto_ack=auto_ack, lock=threading.Lock(),
-            replicated=replicated,
-            gate=threading.Event,
-        )  # fmt: skip
+    def __init__(self, ctx: Context, session_id: str, options: SessionOptions) -> None:
+        super().__init__(ctx, session_id, options, lock=threading.Lock(), gate=threading.Event)
         self.executor = ctx.executor
-        self.executor.drive(self.opening(wait_s))
+        self.executor.drive(self.opening(options.wait_s))
 
     def info(self) -> SessionInfo:
         """The session's state and queue: events not yet acknowledged over its channels
@@ -75,22 +84,9 @@ class Session(SessionCore):
         connected = self.executor.state == "connected"
         self.executor.drive(self._check_connected(what, connected))
 
-    def register_interest(
-        self,
-        channel: str,
-        keys: Iterable[str] | Any = ALL_KEYS,
-        *,
-        regex: str | None = None,
-        durable: bool = True,
-    ) -> dict[str, bytes]:
-        """Queue the channel's events (for `keys`, or keys matching `regex`) for this session.
-
-        A durable interest keeps queuing while the session is away; a non-durable one ends
-        at the disconnect. On a keyed channel the current values are the response: they
-        go into the cache by the interest-response rules, and are returned.
-        """
+    def _registering(self, flow: Flow[dict[str, bytes]]) -> dict[str, bytes]:
         self._connected_for("register interest")
-        return self.executor.drive(self.registering(channel, keys, regex, durable))
+        return self.executor.drive(flow)
 
     def add_listener(
         self, channel: str, listener: SessionListener | Callable[[Event], object]
@@ -143,5 +139,5 @@ class Session(SessionCore):
         self.close(keepalive=True)
 
 
-__all__ = ["ALL_KEYS", "Interest", "Overflow", "Session", "SessionInfo", "SessionState",
-           "check_options"]  # fmt: skip
+__all__ = ["ALL_KEYS", "Interest", "Overflow", "Session", "SessionFront", "SessionInfo",
+           "SessionOptions", "SessionState"]  # fmt: skip

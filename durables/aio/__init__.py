@@ -7,6 +7,7 @@ awaited, on redis-py's asyncio client.
 
 from __future__ import annotations
 
+from ..options import ConsumerOptions, SessionOptions, SubscriptionOptions
 from .channel import AsyncChannel
 from .client import AsyncClient, connect
 from .consumer import AsyncConsumer, AsyncSubscription
@@ -20,5 +21,8 @@ __all__ = [
     "AsyncDurable",
     "AsyncSession",
     "AsyncSubscription",
+    "ConsumerOptions",
+    "SessionOptions",
+    "SubscriptionOptions",
     "connect",
 ]

@@ -1,24 +1,27 @@
-"""Asyncio channels: `durables.channel.ChannelCore` (the encoding, checks and operations
-both clients share) awaited."""
+"""Asyncio channels: `durables.channel.ChannelFront` (the encoding, checks, operations and
+front methods' arguments both clients share) awaited."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Coroutine, Iterable
 from typing import TYPE_CHECKING, Any
 
 from .. import names
-from ..channel import DEFAULT_ACK_TIMEOUT_S, ChannelCore, finding, opening
-from ..durable import creating
-from ..events import Event, Message, Properties
-from ..records import ChannelInfo, DurableInfo, Kind, Nack
+from ..channel import ChannelFront, finding, opening
+from ..events import Event, Message
+from ..ops.flows import Flow
+from ..records import ChannelInfo, DurableInfo, DurableSpec, Nack
+from ..selector import Selector
 from .durable import AsyncDurable, load_durable
 
 if TYPE_CHECKING:
     from ..io.aio.context import AsyncContext
 
 
-class AsyncChannel(ChannelCore):
-    """A named stream of events; durables on it are independent subscriptions."""
+class AsyncChannel(ChannelFront[Coroutine[Any, Any, str], Coroutine[Any, Any, AsyncDurable]]):
+    """A named stream of events; durables on it are independent subscriptions.
+    `publish()` and `durable()` as the sync client's (`durables.channel.ChannelFront`),
+    awaited."""
 
     ctx: AsyncContext
 
@@ -26,23 +29,8 @@ class AsyncChannel(ChannelCore):
         super().__init__(ctx, name)
         self.executor = ctx.executor
 
-    async def publish(
-        self,
-        data: Any,
-        key: str | None = None,
-        properties: Properties | None = None,
-        *,
-        message_id: str | None = None,
-        ack_required: bool = False,
-        ack_timeout: float = DEFAULT_ACK_TIMEOUT_S,
-        replicas: int | None = None,
-        replica_timeout: float | None = None,
-    ) -> str:
-        """Append one event; its id once the server stored it (see `Channel.publish`)."""
-        event_id = (await self.executor.drive(self.publishing(
-            data, key, properties, message_id, ack_required, ack_timeout, replicas,
-            replica_timeout,
-        )))[0]  # fmt: skip
+    async def _published(self, flow: Flow[list[str]]) -> str:
+        event_id = (await self.executor.drive(flow))[0]
         self.ctx.touch(self.name)
         return event_id
 
@@ -71,20 +59,9 @@ class AsyncChannel(ChannelCore):
     async def delete(self) -> bool:
         return await self.executor.drive(self.deleting())
 
-    async def durable(
-        self,
-        name: str,
-        kind: Kind | None = None,
-        start: str | None = None,
-        filter: str | None = None,
-        max_deliveries: int | None = None,
+    async def _durable(
+        self, name: str, flow: Flow[tuple[DurableSpec, Selector | None]]
     ) -> AsyncDurable:
-        """Get or create a durable: with no kind, the one of that name whatever its kind, else
-        a new exclusive one; `start` ('earliest' when None) applies when it is created.
-        `DurableExistsError` if it exists with another kind (when given) or filter (compared
-        by meaning: `region='eu'` is `region = 'eu'`). With no spec at all (only the name),
-        the durable as it is, whatever its kind and filter (a new exclusive one if none)."""
-        flow = creating(self.keys, name, kind, start, filter, max_deliveries)
         return AsyncDurable(self.ctx, self.keys, name, *await self.executor.drive(flow))
 
     async def get_durable(self, name: str) -> AsyncDurable:

@@ -3,15 +3,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import functools
+from collections.abc import Coroutine
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from redis.exceptions import RedisError
 
 from .. import audit
-from ..channel import channel_infos, channel_options
-from ..client import HEARTBEAT_TIMEOUT_FRACTION
+from ..channel import channel_infos
+from ..client import ClientCore, DurableAsk
 from ..figures import Figures, read_figures
 from ..first_contact import contact_error
 from ..housekeeping import housekeep
@@ -21,17 +22,17 @@ from ..io.aio.executor import AsyncExecutor
 from ..io.aio.runtime import AsyncAckFlusher, AsyncHeartbeat, AsyncHousekeeper, AsyncRuntime
 from ..io.aio.transport import close as close_redis
 from ..io.aio.transport import connect as open_redis
-from ..io.leases import Wait
 from ..ops import channels as channel_ops
 from ..ops import server_info as server_ops
-from ..records import AuditEntry, ChannelInfo, FullPolicy, HousekeepReport, Kind, SessionRecord
+from ..ops.flows import walk_awaited
+from ..ops.server_info import Ask, Primaries
+from ..options import SessionOptions
+from ..records import AuditEntry, ChannelInfo, HousekeepReport, SessionRecord
 from ..retention import tidy_channel
-from ..server.embedded import EmbeddedServer
-from ..server_health import ServerHealth, ServerWatch, check, parse_health
+from ..server_health import ServerHealth
 from ..sessions import store as session_store
-from ..sessions.core import Overflow
-from ..settings import Settings, checked_settings, load_settings
-from ..urls import parse_url, tls_options
+from ..settings import Settings, load_settings
+from ..urls import parse_url
 from .channel import AsyncChannel, get_channel, open_channel
 from .durable import AsyncDurable
 from .session import AsyncSession
@@ -49,33 +50,40 @@ async def connect(url: str | None = None, **settings: object) -> AsyncClient:
     return client
 
 
-async def _health(node: Any, op: Any, where: str) -> ServerHealth:
-    info = op.parse(await node.execute_command(*op.args))
-    return parse_health(info, await _save(node), where)
-
-
-async def _save(node: Any) -> str | None:
-    """`CONFIG GET save`, or None where the user may not ask (as the sync client's)."""
+async def _ask(server: AsyncServer, step: Ask | Primaries) -> Any:
+    """A step of the first contact (`ops.server_info.first_contact`), sent (awaited)."""
+    if isinstance(step, Primaries):
+        primaries = server.get_primaries()  # type: ignore[union-attr]
+        return [(node, f"cluster node {node.host}:{node.port}") for node in primaries]
     try:
-        return server_ops.save_setting(await node.execute_command("CONFIG", "GET", "save"))
+        if step.node is not None:
+            return await step.node.execute_command(*step.args)
+        if isinstance(server, cluster.RedisCluster):
+            return await cluster.send(server, step.args)
+        return await server.execute_command(*step.args)  # type: ignore[no-untyped-call]
     except RedisError:
-        return None
+        if step.optional:
+            return None
+        raise
 
 
-class AsyncClient:
-    """A connection to one server and the durables state in one namespace, for asyncio."""
+class AsyncClient(
+    ClientCore[
+        Coroutine[Any, Any, AsyncChannel],
+        Coroutine[Any, Any, AsyncDurable],
+        Coroutine[Any, Any, AsyncSession],
+    ]
+):
+    """A connection to one server and the durables state in one namespace, for asyncio.
+    `channel()`, `durable()` and `session()` as the sync client's
+    (`durables.client.ClientCore`), awaited."""
+
+    ctx: AsyncContext
 
     def __init__(self, settings: Settings) -> None:
-        self.settings = settings = checked_settings(settings, "durables.aio.connect")
-        self.url = (
-            settings.url or EmbeddedServer(settings.home_dir, fsync=settings.fsync).ensure_running()
-        )
-        self.namespace = settings.namespace
-        self.server_version = ""
-        beat_timeout = max(0.05, settings.lease_timeout_s * HEARTBEAT_TIMEOUT_FRACTION)
-        quick = min(beat_timeout, settings.connect_timeout_s)
-        self._tls = tls = tls_options(parse_url(self.url), settings.tls_ca_file,
-                                      settings.tls_cert_file, settings.tls_key_file)  # fmt: skip
+        super().__init__(settings, "durables.aio.connect")
+        settings, tls = self.settings, self._tls
+        beat_timeout, quick = self._beat_timeout, self._quick
         executor = AsyncExecutor(
             open_redis(self.url, settings.socket_timeout_s, settings.connect_timeout_s, tls),
             reconnect_timeout_s=settings.reconnect_timeout_s,
@@ -94,14 +102,7 @@ class AsyncClient:
     async def start(self) -> None:
         """Check the server and load the scripts (done by `connect()`)."""
         try:
-            info, healths = await self._first_contact()
-            self.server_version = server_ops.check_version(info)
-            settings = self.settings
-            watch = ServerWatch(settings.allow_eviction, settings.server_check_interval_s)
-            for health in healths:
-                check(health, settings.allow_eviction)
-                watch.observe(health, quiet=True)
-            self.ctx.runtime.heartbeat.watch = watch
+            self.ctx.runtime.heartbeat.watch = self._met(*await self._first_contact())
             await self.ctx.executor.load_scripts()
         except BaseException:
             await self.ctx.runtime.heartbeat.close()
@@ -114,15 +115,9 @@ class AsyncClient:
         `durables.client.first_contact` asks them."""
         timeout_s = self.settings.connect_timeout_s
         server = open_redis(self.url, timeout_s, timeout_s, self._tls)
-        op = server_ops.info("")
         try:
-            if isinstance(server, cluster.RedisCluster):
-                info = op.parse(await cluster.send(server, op.args))
-                healths = [await _health(node, op, f"cluster node {node.host}:{node.port}")
-                           for node in server.get_primaries()]  # fmt: skip
-                return info, healths
-            info = op.parse(await server.execute_command(*op.args))  # type: ignore[no-untyped-call]
-            return info, [parse_health(info, await _save(server))]
+            plan = server_ops.first_contact(isinstance(server, cluster.RedisCluster))
+            return await walk_awaited(plan, functools.partial(_ask, server))
         except RedisError as exc:
             raise contact_error(exc, parse_url(self.url), timeout_s) from exc
         finally:
@@ -136,67 +131,16 @@ class AsyncClient:
         return await self.ctx.executor.drive(tidy_channel(self.ctx, self.ctx.keys(channel)))
 
     @property
-    def server_health(self) -> list[ServerHealth]:
-        """How the server keeps what it confirms (eviction policy, maxmemory, persistence),
-        by node, as read at connect and again every `server_check_interval_s`."""
-        watch = self.ctx.runtime.heartbeat.watch
-        return [] if watch is None else list(watch.healths.values())
-
-    @property
-    def server_problems(self) -> list[str]:
-        """What the last readings of the server found unsafe (logged once each)."""
-        watch = self.ctx.runtime.heartbeat.watch
-        return [] if watch is None else watch.problems
-
-    @property
-    def state(self) -> str:
-        """'connected', 'reconnecting' (an outage is being waited out) or 'closed'."""
-        return self.ctx.executor.state
-
-    def on_state(self, listener: Callable[[str, str], object]) -> None:
-        self.ctx.executor.on_state(listener)
-
-    @property
     def redis(self) -> AsyncServer:
         """The asyncio redis-py client underneath (for looking at server state by hand): a
         `redis.asyncio.Redis`, or a `redis.asyncio.cluster.RedisCluster` for a cluster URL."""
         return self.ctx.executor.redis
 
-    @property
-    def lease_ms(self) -> int:
-        return self.ctx.lease_ms
+    async def _channel(self, name: str, options: dict[str, int | str]) -> AsyncChannel:
+        return await open_channel(self.ctx, name, options)
 
-    def keys(self, channel: str) -> Any:
-        return self.ctx.keys(channel)
-
-    async def channel(
-        self,
-        name: str,
-        *,
-        keyed: bool | None = None,
-        ttl: float | None = None,
-        capacity: int | None = None,
-        full: FullPolicy | None = None,
-    ) -> AsyncChannel:
-        """Get or create a channel (see `Client.channel`)."""
-        return await open_channel(self.ctx, name, channel_options(keyed, ttl, capacity, full))
-
-    async def durable(
-        self,
-        channel: str,
-        name: str,
-        kind: Kind | None = None,
-        start: str | None = None,
-        filter: str | None = None,
-        max_deliveries: int | None = None,
-    ) -> AsyncDurable:
-        """The durable `name` on `channel` in one await: `await client.durable("orders",
-        "fulfil")` is `await (await client.channel("orders")).durable("fulfil")` (both got
-        or created; the durable's arguments as for `AsyncChannel.durable`). A coroutine,
-        not a handle whose first use connects: opening them is a round trip, and a lookup
-        that cannot be met (`DurableExistsError`) fails here, where it was asked for."""
-        found = await self.channel(channel)
-        return await found.durable(name, kind, start, filter, max_deliveries)
+    async def _durable(self, channel: str, ask: DurableAsk) -> AsyncDurable:
+        return await (await self.channel(channel)).durable(*ask)
 
     async def get_channel(self, name: str) -> AsyncChannel:
         return await get_channel(self.ctx, name)
@@ -207,26 +151,9 @@ class AsyncClient:
     async def channels(self) -> list[ChannelInfo]:
         return await self.ctx.executor.drive(channel_infos(self.ctx, await self.channel_names()))
 
-    async def session(
-        self,
-        session_id: str,
-        timeout: float = 60.0,
-        *,
-        max_depth: int | None = None,
-        disconnected_max_depth: int | None = None,
-        overflow: Overflow = "close",
-        recovery_buffer: int | None = None,
-        auto_ack: bool = True,
-        replicated: int = 0,
-        wait: Wait = False,
-    ) -> AsyncSession:
-        """Create or resume the durable client session `session_id` (see `Client.session`)."""
-        session = AsyncSession(
-            self.ctx, session_id, timeout, max_depth=max_depth,
-            disconnected_max_depth=disconnected_max_depth, overflow=overflow,
-            recovery_buffer=recovery_buffer, auto_ack=auto_ack, replicated=replicated,
-        )  # fmt: skip
-        await session.open(wait)
+    async def _session(self, session_id: str, options: SessionOptions) -> AsyncSession:
+        session = AsyncSession(self.ctx, session_id, options)
+        await session.open(options.wait)
         return session
 
     async def sessions(self) -> list[SessionRecord]:

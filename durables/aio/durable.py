@@ -1,17 +1,17 @@
-"""Asyncio durables: `durables.durable.DurableCore` (the spec, checks and depth
-arithmetic both clients share) awaited, with asyncio consumers and subscriptions."""
+"""Asyncio durables: `durables.durable.DurableFront` (the spec, checks, depth arithmetic
+and the making of consumers both clients share) awaited, with asyncio consumers and
+subscriptions."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TYPE_CHECKING
+from collections.abc import Coroutine
+from typing import TYPE_CHECKING, Any
 
-from ..durable import DurableCore, check_prefetch, loading, subscription_window
-from ..io.leases import Wait, wait_seconds
+from ..durable import DurableFront, loading
 from ..records import DeadLetter, DurableInfo, DurableSpec
 from ..selector import Selector
 from .consumer import AsyncConsumer, AsyncListener, AsyncSubscription
-from .readers import AsyncExclusiveReader, AsyncReader, AsyncSharedReader
+from .readers import AsyncExclusiveReader, AsyncSharedReader
 
 if TYPE_CHECKING:
     from ..events import Event
@@ -24,10 +24,17 @@ async def load_durable(ctx: AsyncContext, k: ChannelKeys, name: str) -> AsyncDur
     return AsyncDurable(ctx, k, name, *await ctx.executor.drive(loading(k, name)))
 
 
-class AsyncDurable(DurableCore):
-    """A handle on one durable; cheap to make, state lives on the server."""
+class AsyncDurable(
+    DurableFront[AsyncListener, AsyncConsumer, Coroutine[Any, Any, AsyncSubscription]]
+):
+    """A handle on one durable; cheap to make, state lives on the server. `consumer()` and
+    `subscribe()` as the sync client's (`durables.durable.DurableFront`); `subscribe()`
+    is awaited."""
 
     ctx: AsyncContext
+    exclusive_reader = AsyncExclusiveReader
+    shared_reader = AsyncSharedReader
+    consumer_type = AsyncConsumer
 
     def __init__(
         self,
@@ -63,68 +70,16 @@ class AsyncDurable(DurableCore):
     async def delete(self) -> bool:
         return await self.executor.drive(self.deleting())
 
-    def consumer(
-        self,
-        name: str | None = None,
-        *,
-        prefetch: int | None = None,
-        auto_ack: bool | None = None,
-        filter: str | None = None,
-        on_notice: Callable[[str], object] | None = None,
-        replicated: int = 0,
-        wait: Wait = False,
-    ) -> AsyncConsumer:
-        """A consumer: `async with durable.consumer(...) as c`, or `c = await durable.consumer()`
-        (then `await c.close()`). Attached from then until closed. `replicated` and `wait`
-        (for another holder's lease to lapse) as for the sync client's consumers."""
-        check_prefetch(self.kind, self.name, prefetch)
-        return self._consumer(name, prefetch, auto_ack, filter, on_notice, replicated, wait)
+    def _subscribed(
+        self, listener: AsyncListener, consumer: AsyncConsumer
+    ) -> Coroutine[Any, Any, AsyncSubscription]:
+        return self._subscribing(listener, consumer)
 
-    def _consumer(
-        self,
-        name: str | None,
-        window: int | None,
-        auto_ack: bool | None,
-        filter: str | None = None,
-        on_notice: Callable[[str], object] | None = None,
-        replicated: int = 0,
-        wait: Wait = False,
-    ) -> AsyncConsumer:
-        wait_s = wait_seconds(wait)
-        plan = self._plan(name, window, auto_ack, filter, replicated)
-        reader: AsyncReader
-        if self.kind == "exclusive":
-            exclusive = AsyncExclusiveReader(self.ctx, self.keys, self.name, plan.name,
-                                             plan.selectors)  # fmt: skip
-            exclusive.wait_s = wait_s
-            reader = exclusive
-        else:
-            reader = AsyncSharedReader(self.ctx, self.keys, self.name, self.kind, plan.name,
-                                       plan.window, plan.own, on_notice)  # fmt: skip
-        reader.replicated = plan.replicated
-        return AsyncConsumer(reader, auto_ack=plan.auto_ack, label=repr(self),
-                             block_s=self.ctx.settings.block_s,
-                             acks=self.ctx.runtime.acks)  # fmt: skip
-
-    async def subscribe(
-        self,
-        listener: AsyncListener,
-        *,
-        window: int | None = None,
-        auto_ack: bool | None = None,
-        name: str | None = None,
-        filter: str | None = None,
-        on_notice: Callable[[str], object] | None = None,
-        replicated: int = 0,
-        wait: Wait = False,
+    async def _subscribing(
+        self, listener: AsyncListener, consumer: AsyncConsumer
     ) -> AsyncSubscription:
-        """Deliver events to `listener(event)` (sync or async) from a task until `close()`
-        (`wait` as for `consumer`)."""
-        window = subscription_window(self.kind, self.name, window,
-                                     self.ctx.settings.client_queue_window)  # fmt: skip
-        consumer = self._consumer(name, window, auto_ack, filter, on_notice, replicated, wait)
-        consumer = await consumer.attach()
-        return AsyncSubscription(consumer, listener, self.ctx.runtime).start()
+        attached = await consumer.attach()
+        return AsyncSubscription(attached, listener, self.ctx.runtime).start()
 
 
 __all__ = ["AsyncDurable", "load_durable"]

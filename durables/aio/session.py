@@ -9,14 +9,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Coroutine
 from contextlib import nullcontext
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ..io.leases import Wait, wait_seconds
+from ..ops.flows import Flow
+from ..options import SessionOptions, Wait, wait_seconds
 from ..records import Interest, SessionInfo
-from ..sessions.core import ALL_KEYS, Overflow, SessionCore
+from ..session import SessionFront
+from ..sessions.core import ALL_KEYS
 from ..sessions.delivery import DeliveryLoop
 
 if TYPE_CHECKING:
@@ -31,32 +33,14 @@ class AsyncSessionListener(Protocol):
     def on_event(self, event: Event) -> object: ...
 
 
-class AsyncSession(SessionCore):
+class AsyncSession(SessionFront[Coroutine[Any, Any, dict[str, bytes]]]):
     """A durable client: a queue per interested channel that outlives disconnects.
     Made by `await client.session(...)`; `async with` closes it (keeping it alive)."""
 
     ctx: AsyncContext
 
-    def __init__(
-        self,
-        ctx: AsyncContext,
-        session_id: str,
-        timeout: float,
-        *,
-        max_depth: int | None = None,
-        disconnected_max_depth: int | None = None,
-        overflow: Overflow = "close",
-        recovery_buffer: int | None = None,
-        auto_ack: bool = True,
-        replicated: int = 0,
-    ) -> None:
-        super().__init__(
-            ctx, session_id, timeout, max_depth=max_depth,
-            disconnected_max_depth=disconnected_max_depth, overflow=overflow,
-            recovery_buffer=recovery_buffer, auto_ack=auto_ack, lock=nullcontext(),
-            replicated=replicated,
-            gate=asyncio.Event,
-        )  # fmt: skip
+    def __init__(self, ctx: AsyncContext, session_id: str, options: SessionOptions) -> None:
+        super().__init__(ctx, session_id, options, lock=nullcontext(), gate=asyncio.Event)
         self.executor = ctx.executor
 
     async def open(self, wait: Wait = False) -> None:
@@ -72,17 +56,9 @@ class AsyncSession(SessionCore):
         connected = self.executor.state == "connected"
         await self.executor.drive(self._check_connected(what, connected))
 
-    async def register_interest(
-        self,
-        channel: str,
-        keys: Iterable[str] | Any = ALL_KEYS,
-        *,
-        regex: str | None = None,
-        durable: bool = True,
-    ) -> dict[str, bytes]:
-        """Queue the channel's events for this session (see `Session.register_interest`)."""
+    async def _registering(self, flow: Flow[dict[str, bytes]]) -> dict[str, bytes]:
         await self._connected_for("register interest")
-        return await self.executor.drive(self.registering(channel, keys, regex, durable))
+        return await self.executor.drive(flow)
 
     def add_listener(
         self, channel: str, listener: AsyncSessionListener | Callable[..., Any]

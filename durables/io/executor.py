@@ -20,8 +20,10 @@ import functools
 import logging
 import threading
 import time
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar, cast
+from contextlib import AbstractContextManager
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
 from redis.exceptions import NoScriptError, RedisError, ResponseError
 
@@ -32,7 +34,20 @@ from ..reply_parsers import error_word, kept
 from ..verdicts import error_for
 from . import cluster
 from .connections import Connections, wake_pool
-from .recovery import Attempt, Link, Moves, Pause, State, StateListener, Step, attempts
+from .recovery import (
+    Attempt,
+    Link,
+    Moves,
+    Pause,
+    Probe,
+    Renew,
+    State,
+    StateListener,
+    Step,
+    WaitStep,
+    attempts,
+    waiting,
+)
 
 if TYPE_CHECKING:
     from ..ops.base import Op
@@ -64,8 +79,14 @@ def tolerated(op: Op[Any], reply: ResponseError) -> bool:
     return error_word(reply)[0] in op.tolerate
 
 
-class Executor:
-    """Sends operations over one redis-py connection pool (thread-safe, as the pool is).
+ServerT = TypeVar("ServerT")
+DirectT = TypeVar("DirectT")
+
+
+class ExecutorCore(ABC, Generic[ServerT, DirectT]):
+    """What both executors are alike: the connection state they report (`recovery.Link`),
+    a flow's effects dispatched, and an outage waited out (`recovery.waiting`); each
+    carries the steps out its own way (blocking, or a coroutine to await).
 
     `probe` is a client with a short socket timeout, used to find out whether the server
     answers again (a black-holed connection would otherwise hold a probe for the whole
@@ -75,19 +96,22 @@ class Executor:
 
     def __init__(
         self,
-        redis: Server,
+        redis: ServerT,
         *,
         reconnect_timeout_s: float = 0.0,
-        probe: Server | None = None,
+        probe: ServerT | None = None,
         reports: bool = True,
     ) -> None:
         self.redis = redis
         self._probe = probe or redis
-        self._direct = None if isinstance(redis, cluster.RedisCluster) else Connections(redis)
-        self.link = Link(reconnect_timeout_s, threading.Lock(), reports=reports)
+        self.link = Link(reconnect_timeout_s, self._state_lock(), reports=reports)
         self.moves = Moves()
+        self._direct: DirectT | None = self._direct_connections(redis)
+        """Connections of our own to a standalone server (None on a cluster)."""
 
-    # -- state ----------------------------------------------------------------------------
+    def _state_lock(self) -> AbstractContextManager[Any] | None:
+        """What guards the link's state: nothing, unless many threads send."""
+        return None
 
     @property
     def epoch(self) -> int:
@@ -101,6 +125,81 @@ class Executor:
     def on_state(self, listener: StateListener) -> None:
         """Call `listener(old, new)` at every change of state."""
         self.link.on_state(listener)
+
+    def lost_connection(self) -> None:
+        """Note the start of an outage (state "reconnecting"), if not noted yet."""
+        self.link.lost()
+
+    def _perform(self, effect: Effect) -> Any:
+        """A flow's effect carried out: its result (or, in the asyncio executor, a coroutine
+        the driver awaits). A reader's wait after `ConnectionLostError` is `recover`, unless
+        nothing was lost (a `SlotMovingError`: the connection is up, and the executor
+        paused already)."""
+        if isinstance(effect, Send):
+            return self.run_all(effect.ops, retry=effect.retry)
+        if isinstance(effect, Recover):
+            if self.link.connected:
+                return effect.until is None or time.monotonic() < effect.until
+            return self.recover(effect.until)
+        return effect.function(*effect.args)
+
+    def _waiting_step(self, step: WaitStep) -> Any:
+        """A step of `recovery.waiting`, carried out (or under way)."""
+        if isinstance(step, Probe):
+            return self._answers()
+        if isinstance(step, Renew):
+            return self._reconnected()
+        return self._sleep(step.seconds)
+
+    @abstractmethod
+    def _direct_connections(self, redis: ServerT) -> DirectT | None:
+        """The connections to send over (None on a cluster: through its client)."""
+
+    @abstractmethod
+    def run_all(self, ops: Sequence[Op[Any]], *, retry: bool = True) -> Any:
+        """Send operations in one pipeline (one round trip), in order; parsed replies."""
+
+    @abstractmethod
+    def recover(self, until: float | None = None) -> Any:
+        """Wait until the server answers again (`recovery.waiting`)."""
+
+    @abstractmethod
+    def _answers(self) -> Any:
+        """Whether the probe hears the server."""
+
+    @abstractmethod
+    def _reconnected(self) -> Any:
+        """The server answers again: the pool renewed and the scripts loaded."""
+
+    @abstractmethod
+    def _sleep(self, seconds: float) -> Any:
+        """A pause of the recovery's backoff."""
+
+
+def script_loads(pipe: Any) -> Any:
+    """`pipe` with every script's `SCRIPT LOAD` on it (one round trip at connect and after
+    every reconnection, so no pipeline meets a NOSCRIPT)."""
+    for name in scripts.NAMES:
+        pipe.script_load(scripts.source(name))
+    return pipe
+
+
+def script_sources() -> list[str]:
+    """Every script's source, for loading on each primary of a cluster."""
+    return [scripts.source(name) for name in scripts.NAMES]
+
+
+class Executor(ExecutorCore["Server", Connections]):
+    """Sends operations over one redis-py connection pool (thread-safe, as the pool is).
+
+    See `ExecutorCore` for `probe` and `reports`.
+    """
+
+    def _state_lock(self) -> AbstractContextManager[Any]:
+        return threading.Lock()
+
+    def _direct_connections(self, redis: Server) -> Connections | None:
+        return None if isinstance(redis, cluster.RedisCluster) else Connections(redis)
 
     # -- sending --------------------------------------------------------------------------
 
@@ -209,20 +308,6 @@ class Executor:
         """Run a flow (`ops.flows`) to its end, performing each effect it yields."""
         return walk(flow, self._perform)
 
-    def _perform(self, effect: Effect) -> Any:
-        if isinstance(effect, Send):
-            return self.run_all(effect.ops, retry=effect.retry)
-        if isinstance(effect, Recover):
-            return self.recovering(effect.until)
-        return effect.function(*effect.args)
-
-    def recovering(self, until: float | None) -> bool:
-        """A reader's wait after `ConnectionLostError`: `recover`, unless nothing was lost
-        (a `SlotMovingError`: the connection is up, and the executor paused already)."""
-        if self.link.connected:
-            return until is None or time.monotonic() < until
-        return self.recover(until)
-
     # -- scripts --------------------------------------------------------------------------
 
     def load_scripts(self) -> None:
@@ -230,12 +315,9 @@ class Executor:
         connect and after every reconnection."""
         try:
             if isinstance(self.redis, cluster.RedisCluster):  # on every primary
-                cluster.load_scripts(self.redis, [scripts.source(name) for name in scripts.NAMES])
+                cluster.load_scripts(self.redis, script_sources())
                 return
-            pipe = self.redis.pipeline(transaction=False)
-            for name in scripts.NAMES:
-                pipe.script_load(scripts.source(name))
-            pipe.execute()
+            script_loads(self.redis.pipeline(transaction=False)).execute()
         except RedisError as exc:
             raise error_for(exc, "loading scripts") from None
 
@@ -248,27 +330,15 @@ class Executor:
 
     # -- outages --------------------------------------------------------------------------
 
-    def lost_connection(self) -> None:
-        """Note the start of an outage (state "reconnecting"), if not noted yet."""
-        self.link.lost()
-
     def recover(self, until: float | None = None) -> bool:
         """Wait until the server answers again: True once it does (the pool is renewed and
         the scripts loaded). False if `until` (a monotonic time) came first; past
         `reconnect_timeout_s` since the outage began, the state becomes "closed" and
         `ConnectionLostError` is raised."""
-        self.link.lost()
-        pauses = self.link.pauses(until)
-        while not self.link.connected:
-            self.link.check_open()  # closing ends a wait for the server
-            if self._answers():
-                self._reconnected()
-                return True
-            pause = next(pauses, None)
-            if pause is None:
-                return False
-            time.sleep(pause)
-        return True
+        return walk(waiting(self.link, until), self._waiting_step)
+
+    def _sleep(self, seconds: float) -> None:
+        time.sleep(seconds)
 
     def _answers(self) -> bool:
         if isinstance(self._probe, cluster.RedisCluster):
@@ -315,4 +385,5 @@ class Executor:
             self._probe.close()
 
 
-__all__ = ["Executor", "State", "parse_all", "tolerated", "wire"]
+__all__ = ["Executor", "ExecutorCore", "State", "parse_all", "script_loads", "script_sources",
+           "tolerated", "wire"]  # fmt: skip

@@ -13,17 +13,15 @@ application's connections, and its calls start reconnecting at once.
 from __future__ import annotations
 
 import logging
-import math
 import threading
 import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..errors import (
     AccessDeniedError,
-    ConfigError,
     DurableInUseError,
     DurablesError,
     LeaseLostError,
@@ -33,6 +31,7 @@ from ..errors import (
 from ..ops import server_info as server_ops
 from ..ops.base import Op, command
 from ..ops.flows import Flow, call, send
+from ..options import Wait, wait_seconds
 from ..server_health import ServerWatch
 
 if TYPE_CHECKING:
@@ -42,23 +41,8 @@ log = logging.getLogger(__name__)
 PING: Op[object] = command("PING", context="heartbeat")
 T = TypeVar("T")
 
-Wait: TypeAlias = float | bool
-"""How long `consumer()` (exclusive) and `session()` wait for another holder's lease to
-lapse: False or 0 (the default) not at all, a number of seconds at most that long, True as
-long as it takes (a live holder renews its lease, so True waits until it closes or dies:
-a standby)."""
-
 LAPSE_MARGIN_S = 0.02
 """Tried again this long after the lease's time left, so the server has let it lapse."""
-
-
-def wait_seconds(wait: object) -> float:
-    """`wait=` as seconds (infinite for True); `ConfigError` for anything else."""
-    if isinstance(wait, bool):
-        return math.inf if wait else 0.0
-    if not isinstance(wait, int | float) or math.isnan(wait) or wait < 0:
-        raise ConfigError(f"wait must be True, False or seconds >= 0, got {wait!r}")
-    return float(wait)
 
 
 def waiting_out(

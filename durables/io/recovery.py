@@ -190,8 +190,29 @@ class Reconnect:
     until: float | None
 
 
+@dataclass(frozen=True, slots=True)
+class Probe:
+    """Step of `waiting`: whether the server answers (on a short-timeout connection)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Renew:
+    """Step of `waiting`: the server answers again: renew the pool (a cluster's slot map
+    too) and load the scripts; the link is connected again unless it went away anew."""
+
+
+@dataclass(frozen=True, slots=True)
+class Backoff:
+    """Step of `waiting`: wait `seconds` before the next probe."""
+
+    seconds: float
+
+
 Step = Attempt | Pause | Reconnect
+WaitStep = Probe | Renew | Backoff
 ATTEMPT = Attempt()
+PROBE = Probe()
+RENEW = Renew()
 T = TypeVar("T")
 
 
@@ -242,8 +263,35 @@ def attempts(
             yield Reconnect(None)
 
 
+def waiting(link: Link, until: float | None) -> Generator[WaitStep, Any, bool]:
+    """One recovery, for both executors (`recover`): probe the server until it answers
+    (True, once renewed), with the link's backoff between probes; False if the monotonic
+    time `until` came first; past `reconnect_timeout_s` since the outage began, the state
+    is "closed" and `ConnectionLostError` raised (`Link.pauses`). Closing the client ends
+    the wait (`ClientClosedError`)."""
+    link.lost()
+    pauses = link.pauses(until)
+    while not link.connected:
+        link.check_open()
+        if (yield PROBE):
+            yield RENEW
+            return True
+        pause = next(pauses, None)
+        if pause is None:
+            return False
+        yield Backoff(pause)
+    return True
+
+
 __all__ = [
     "ATTEMPT",
+    "PROBE",
+    "RENEW",
+    "Backoff",
+    "Probe",
+    "Renew",
+    "WaitStep",
+    "waiting",
     "FIRST_BACKOFF_S",
     "MAX_BACKOFF_S",
     "Attempt",

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Generator
+from dataclasses import dataclass
+from typing import Any, TypeAlias
 
 from ..errors import ServerVersionError
 from ..server_health import SECTIONS, ServerHealth, info_fields, parse_health
@@ -36,6 +38,44 @@ def save_setting(reply: Any) -> str | None:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
+CONFIG_SAVE = ("CONFIG", "GET", "save")
+
+
+@dataclass(frozen=True)
+class Ask:
+    """One command of the first contact: to the server (`node` None; on a cluster, through
+    the cluster client) or to one primary of a cluster. `optional`: a refusal answers None
+    (`CONFIG GET` where the user may not ask, a managed service)."""
+
+    args: tuple[Any, ...]
+    node: Any = None
+    optional: bool = False
+
+
+@dataclass(frozen=True)
+class Primaries:
+    """Asks for a cluster's primaries: the answer is a list of (node, its name)."""
+
+
+Contact: TypeAlias = Generator[Ask | Primaries, Any, tuple[dict[str, object], list[ServerHealth]]]
+
+
+def first_contact(cluster: bool) -> Contact:
+    """The server's INFO, and how each primary keeps what it confirms (every primary of a
+    cluster): a plan both clients carry out, on a connection of its own, by hand (an
+    executor would log a lost connection at a wrong password), blocking or awaited."""
+    op = info("")
+    found = op.parse((yield Ask(op.args)))
+    if not cluster:
+        return found, [parse_health(found, save_setting((yield Ask(CONFIG_SAVE, optional=True))))]
+    healths = []
+    for node, name in (yield Primaries()):
+        primary = op.parse((yield Ask(op.args, node)))
+        save = save_setting((yield Ask(CONFIG_SAVE, node, optional=True)))
+        healths.append(parse_health(primary, save, name))
+    return found, healths
+
+
 def _version(text: str) -> tuple[int, ...]:
     return tuple(int(part) for part in text.split(".")[:3] if part.isdigit())
 
@@ -53,4 +93,5 @@ def check_version(info: dict[str, object]) -> str:
     return f"redis {redis_version}"
 
 
-__all__ = ["MIN_REDIS", "MIN_VALKEY", "check_version", "health", "info", "save_setting"]
+__all__ = ["MIN_REDIS", "MIN_VALKEY", "Ask", "Contact", "Primaries", "check_version",
+           "first_contact", "health", "info", "save_setting"]  # fmt: skip

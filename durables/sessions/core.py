@@ -36,6 +36,7 @@ from ..ops import channels as channel_ops
 from ..ops import sessions as ops
 from ..ops.flows import Flow, call, run, send
 from ..ops.sessions import interest_matches
+from ..options import Overflow, SessionOptions
 from ..publishing import publish_encoded
 from ..records import Interest, SessionInfo, SessionRecord
 from . import store
@@ -58,7 +59,6 @@ ALL_KEYS: Any = _AllKeys()
 
 
 SessionState = Literal["connected", "disconnected", "expired", "closed"]
-Overflow = Literal["close", "drop_oldest"]
 StateListener = Callable[[str, str], object]
 
 
@@ -86,32 +86,26 @@ class SessionCore:
         self,
         ctx: BaseContext,
         session_id: str,
-        timeout: float,
+        options: SessionOptions,
         *,
-        max_depth: int | None,
-        disconnected_max_depth: int | None,
-        overflow: Overflow,
-        recovery_buffer: int | None,
-        auto_ack: bool,
         lock: AbstractContextManager[Any],
         gate: Callable[[], Gate],
-        replicated: int = 0,
     ) -> None:
-        check_options(session_id, timeout, max_depth, disconnected_max_depth, overflow,
-                      recovery_buffer, replicated)  # fmt: skip
+        names.session_id(session_id)  # the options were checked when made
+        self.options = options
         self.ctx: BaseContext = ctx
         self.id = session_id
         self.token = secrets.token_hex(8)
-        self.max_depth = max_depth
-        self.disconnected_max_depth = disconnected_max_depth
-        self.overflow = overflow
-        self.recovery_buffer = recovery_buffer
-        self.auto_ack = auto_ack
-        self.replicated = replicated
+        self.max_depth = options.max_depth
+        self.disconnected_max_depth = options.disconnected_max_depth
+        self.overflow = options.overflow
+        self.recovery_buffer = options.recovery_buffer
+        self.auto_ack = options.auto_ack
+        self.replicated = options.replicated
         """Events are delivered once this many replicas hold them (`replicated=N`)."""
         self.resumed = False
-        self.record = SessionRecord(session_id, int(timeout * 1000), 0, 0)
-        self._timeout_ms = int(timeout * 1000)
+        self.record = SessionRecord(session_id, options.timeout_ms, 0, 0)
+        self._timeout_ms = options.timeout_ms
         self._clock_offset_ms = 0
         self._caches: dict[str, LocalCache] = {}
         self._listeners: dict[str, tuple[Any, ...]] = {}
@@ -450,34 +444,6 @@ class SessionCore:
         finally:
             with contextlib.suppress(DurablesError):  # else it lapses by itself
                 yield from self._release_live_lease()
-
-
-def check_options(
-    session_id: str,
-    timeout: object,
-    max_depth: int | None,
-    disconnected_max_depth: int | None,
-    overflow: str,
-    recovery_buffer: int | None,
-    replicated: object = 0,
-) -> None:
-    """`ConfigError` (or `InvalidNameError`) for options a session cannot take."""
-    names.session_id(session_id)
-    if not isinstance(timeout, int | float) or timeout <= 0:
-        raise ConfigError(f"session timeout must be a positive number of seconds: {timeout!r}")
-    for label, value in (("max_depth", max_depth), ("recovery_buffer", recovery_buffer),
-                         ("disconnected_max_depth", disconnected_max_depth)):  # fmt: skip
-        if value is not None and (not isinstance(value, int) or isinstance(value, bool)
-                                  or value < 1):  # fmt: skip
-            raise ConfigError(f"{label} must be a positive int, got {value!r}")
-    if overflow not in ("close", "drop_oldest"):
-        raise ConfigError(f"overflow must be 'close' or 'drop_oldest', got {overflow!r}")
-    if (
-        not isinstance(replicated, int)
-        or isinstance(replicated, bool)
-        or not (0 <= replicated <= 16)
-    ):
-        raise ConfigError(f"replicated must be an int in 0..16, got {replicated!r}")
 
 
 def _interest(channel: str, wanted: Any, regex: str | None, durable: bool) -> Interest:

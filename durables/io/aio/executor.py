@@ -14,19 +14,17 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-import time
 from collections.abc import Coroutine, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from redis.exceptions import NoScriptError, RedisError, ResponseError
 
-from ... import scripts
 from ...errors import ConnectionLostError
-from ...ops.flows import Effect, Flow, Recover, Send, walk_awaited
+from ...ops.flows import Flow, walk_awaited
 from ...reply_parsers import kept
 from ...verdicts import error_for, meaning
-from ..executor import parse_all, wire
-from ..recovery import Attempt, Link, Moves, Pause, State, StateListener, Step, attempts
+from ..executor import ExecutorCore, parse_all, script_loads, script_sources, wire
+from ..recovery import Attempt, Pause, Step, attempts, waiting
 from . import cluster, transport
 from .connections import AsyncConnections
 
@@ -38,35 +36,11 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
-class AsyncExecutor:
+class AsyncExecutor(ExecutorCore["AsyncServer", AsyncConnections]):
     """Sends operations over one asyncio redis-py pool; `probe` answers "is it back?" fast."""
 
-    def __init__(
-        self,
-        redis: AsyncServer,
-        *,
-        reconnect_timeout_s: float = 0.0,
-        probe: AsyncServer | None = None,
-        reports: bool = True,
-    ) -> None:
-        self.redis = redis
-        self._probe = probe or redis
-        self.link = Link(reconnect_timeout_s, reports=reports)
-        self.moves = Moves()
-        self._direct = None if isinstance(redis, cluster.RedisCluster) else AsyncConnections(redis)
-
-    @property
-    def epoch(self) -> int:
-        """Incremented at every reconnection (and script reload after a NOSCRIPT)."""
-        return self.link.epoch
-
-    @property
-    def state(self) -> State:
-        return self.link.state
-
-    def on_state(self, listener: StateListener) -> None:
-        """Call `listener(old, new)` at every change of state."""
-        self.link.on_state(listener)
+    def _direct_connections(self, redis: AsyncServer) -> AsyncConnections | None:
+        return None if isinstance(redis, cluster.RedisCluster) else AsyncConnections(redis)
 
     # -- sending --------------------------------------------------------------------------
 
@@ -139,33 +113,15 @@ class AsyncExecutor:
         awaited: `walk_awaited`'s coroutine itself, one frame less per call)."""
         return walk_awaited(flow, self._perform)
 
-    def _perform(self, effect: Effect) -> Any:
-        """The effect under way: a coroutine, or what a plain listener returned."""
-        if isinstance(effect, Send):
-            return self.run_all(effect.ops, retry=effect.retry)
-        if isinstance(effect, Recover):
-            return self.recovering(effect.until)
-        return effect.function(*effect.args)
-
-    async def recovering(self, until: float | None) -> bool:
-        """A reader's wait after `ConnectionLostError` (see `Executor.recovering`)."""
-        if self.link.connected:
-            return until is None or time.monotonic() < until
-        return await self.recover(until)
-
     # -- scripts --------------------------------------------------------------------------
 
     async def load_scripts(self) -> None:
         """Load every script in one round trip: at connect and after every reconnection."""
         try:
             if isinstance(self.redis, cluster.RedisCluster):  # on every primary
-                sources = [scripts.source(name) for name in scripts.NAMES]
-                await cluster.load_scripts(self.redis, sources)
+                await cluster.load_scripts(self.redis, script_sources())
                 return
-            pipe = self.redis.pipeline(transaction=False)
-            for name in scripts.NAMES:
-                pipe.script_load(scripts.source(name))
-            await pipe.execute()
+            await script_loads(self.redis.pipeline(transaction=False)).execute()
         except RedisError as exc:
             raise error_for(exc, "loading scripts") from None
 
@@ -175,24 +131,12 @@ class AsyncExecutor:
 
     # -- outages --------------------------------------------------------------------------
 
-    def lost_connection(self) -> None:
-        """Note the start of an outage (state "reconnecting"), if not noted yet."""
-        self.link.lost()
-
     async def recover(self, until: float | None = None) -> bool:
         """Wait until the server answers again (see `Executor.recover`)."""
-        self.link.lost()
-        pauses = self.link.pauses(until)
-        while not self.link.connected:
-            self.link.check_open()  # closing ends a wait for the server
-            if await self._answers():
-                await self._reconnected()
-                return True
-            pause = next(pauses, None)
-            if pause is None:
-                return False
-            await asyncio.sleep(pause)
-        return True
+        return await walk_awaited(waiting(self.link, until), self._waiting_step)
+
+    async def _sleep(self, seconds: float) -> None:
+        await asyncio.sleep(seconds)
 
     async def _answers(self) -> bool:
         if isinstance(self._probe, cluster.RedisCluster):
