@@ -21,7 +21,8 @@ PAIRS = [
 
 
 def public(cls: type) -> dict[str, object]:
-    return {n: v for n, v in vars(cls).items() if not n.startswith("_")}
+    """Every public member, its bases' too (both clients' classes share bases)."""
+    return {n: inspect.getattr_static(cls, n) for n in dir(cls) if not n.startswith("_")}
 
 
 def parameters(member: object) -> list[tuple[str, object, object]]:
