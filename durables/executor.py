@@ -16,6 +16,7 @@ Each reconnection increments `epoch`: readers that kept a position on the server
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import threading
@@ -85,6 +86,9 @@ class Executor:
         self._direct = None if isinstance(redis, cluster.RedisCluster) else Connections(redis)
         self.link = Link(reconnect_timeout_s, threading.Lock(), reports=reports)
         self.moves = Moves()
+        self._scripts: tuple[str, ...] = scripts.NAMES
+        """The scripts loaded at connect and again after every reconnection or NOSCRIPT."""
+        self._adding = threading.Lock()
 
     # -- state ----------------------------------------------------------------------------
 
@@ -227,12 +231,28 @@ class Executor:
     def load_scripts(self) -> None:
         """Load every script in one round trip, so no pipeline meets a NOSCRIPT: done at
         connect and after every reconnection."""
+        self._load(self._scripts)
+
+    def add_scripts(self, names: Sequence[str]) -> None:
+        """Load a connector's scripts (`scripts.names_in`) now, and again with the library's
+        own after every reconnection or NOSCRIPT; nothing to do if they were added before.
+        In an outage they are loaded by the reconnection the next call waits for."""
+        with self._adding:  # uncontended, ~0.1 µs: no call sends them before they are loaded
+            new = [name for name in names if name not in self._scripts]
+            if not new:
+                return
+            self._scripts = (*self._scripts, *new)
+            if self.link.connected:
+                with contextlib.suppress(ConnectionLostError):
+                    self._load(new)
+
+    def _load(self, names: Sequence[str]) -> None:
         try:
             if isinstance(self.redis, cluster.RedisCluster):  # on every primary
-                cluster.load_scripts(self.redis, [scripts.source(name) for name in scripts.NAMES])
+                cluster.load_scripts(self.redis, [scripts.source(name) for name in names])
                 return
             pipe = self.redis.pipeline(transaction=False)
-            for name in scripts.NAMES:
+            for name in names:
                 pipe.script_load(scripts.source(name))
             pipe.execute()
         except RedisError as exc:

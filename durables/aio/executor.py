@@ -12,6 +12,7 @@ the scripts again and increments `epoch`, so readers attach again. On a cluster 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import logging
 import time
@@ -54,6 +55,8 @@ class AsyncExecutor:
         self.link = Link(reconnect_timeout_s, reports=reports)
         self.moves = Moves()
         self._direct = None if isinstance(redis, cluster.RedisCluster) else AsyncConnections(redis)
+        self._scripts: tuple[str, ...] = scripts.NAMES
+        """The scripts loaded at connect and again after every reconnection or NOSCRIPT."""
 
     @property
     def epoch(self) -> int:
@@ -157,13 +160,27 @@ class AsyncExecutor:
 
     async def load_scripts(self) -> None:
         """Load every script in one round trip: at connect and after every reconnection."""
+        await self._load(self._scripts)
+
+    async def add_scripts(self, names: Sequence[str]) -> None:
+        """A connector's scripts, loaded now and after every reconnection or NOSCRIPT (see
+        `Executor.add_scripts`)."""
+        new = [name for name in names if name not in self._scripts]
+        if not new:
+            return
+        self._scripts = (*self._scripts, *new)
+        if self.link.connected:
+            with contextlib.suppress(ConnectionLostError):
+                await self._load(new)
+
+    async def _load(self, names: Sequence[str]) -> None:
         try:
             if isinstance(self.redis, cluster.RedisCluster):  # on every primary
-                sources = [scripts.source(name) for name in scripts.NAMES]
+                sources = [scripts.source(name) for name in names]
                 await cluster.load_scripts(self.redis, sources)
                 return
             pipe = self.redis.pipeline(transaction=False)
-            for name in scripts.NAMES:
+            for name in names:
                 pipe.script_load(scripts.source(name))
             await pipe.execute()
         except RedisError as exc:
