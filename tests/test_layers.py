@@ -46,7 +46,7 @@ LAYERS: dict[str, int] = {
     # 6: the front door
     "client": 6, "": 6, "aio.client": 6, "aio": 6,
     # 7: programs built on the public API
-    "demo": 7, "bench": 7, "spark": 7, "metrics": 7, "testing": 7, "console": 7,
+    "bench": 7, "spark": 7, "metrics": 7, "testing": 7, "console": 7,
 }  # fmt: skip
 
 
@@ -207,7 +207,7 @@ for name in names:
     pid = os.fork()
     if pid == 0:  # a child with none of durables imported yet
         try:
-            if not name.startswith(("durables.bench", "durables.demo")):
+            if not name.startswith("durables.bench"):
                 # the package without its __init__ (which imports everything): the module
                 # gets exactly what it imports itself
                 package = types.ModuleType("durables")
