@@ -380,3 +380,18 @@ def test_sessions_lists_live_and_away_sessions_and_expiry_alerts(
 def test_bench_passes_its_own_options_through(cli: Cli) -> None:
     listed = cli.ok("bench", "--list")
     assert "publish_single" in listed and "consume_shared" in listed
+
+
+def test_bench_says_what_to_install_where_the_benchmark_is_not(
+    cli: Cli, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "durables_bench", None)  # makes the import fail
+    said = cli.fails(exits.ERROR, "the benchmark (the package durables_bench) is not installed",
+                     "bench", "--list")  # fmt: skip
+    assert "pip install 'durables[bench]'" in said.stderr
+
+
+def test_the_benchmark_ships_beside_the_library_and_runs_as_a_module() -> None:
+    listed = subprocess.run([sys.executable, "-m", "durables_bench", "--list"],
+                            capture_output=True, text=True, check=True, timeout=60)  # fmt: skip
+    assert "publish_single" in listed.stdout

@@ -23,7 +23,8 @@ def test_every_package_of_the_library_is_listed_for_the_wheel() -> None:
     listed = set(config["packages"])
     found = {
         ".".join(init.parent.relative_to(ROOT).parts)
-        for init in (ROOT / "durables").rglob("__init__.py")
+        for package in ("durables", "durables_bench")  # the benchmark ships beside it
+        for init in (ROOT / package).rglob("__init__.py")
     }
     assert found <= listed, f"missing from [tool.setuptools] packages: {sorted(found - listed)}"
     data = config["package-data"]
@@ -63,6 +64,10 @@ def test_building_the_wheel_says_no_warning_of_ours_and_ships_every_lua_file(
     static = {p.name for p in (ROOT / "durables" / "console" / "static").iterdir()}
     names = set(zipfile.ZipFile(wheel).namelist())
     assert {f"durables/console/static/{n}" for n in static} <= names
+    # the programs on top ship beside the runtime package, not in it
+    bench = {f"durables_bench/{p.name}" for p in (ROOT / "durables_bench").glob("*.py")}
+    assert bench <= names and "durables_cli/tour.py" in names
+    assert not [n for n in names if n.startswith(("durables/bench/", "durables/demo"))]
 
 
 @pytest.mark.slow
