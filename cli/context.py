@@ -10,7 +10,7 @@ from typing import TypeVar
 import click
 
 import durables
-from durables.server import EmbeddedServer
+from durables.server.embedded import EmbeddedServer
 from durables.settings import load_settings
 
 from . import exits, output
@@ -69,7 +69,7 @@ NO_SERVER = (
     "the embedded one with `durables server start`"
 )
 
-CONNECTION_LOGGER = "durables.executor"
+CONNECTION_LOGGER = "durables.io.executor"
 """Logs the connection's state changes; a failed first connect is reported once, as the
 command's `error: ...` line, not also as a warning before it."""
 

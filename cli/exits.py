@@ -41,8 +41,8 @@ ACCESS_DENIED = 15
 
 # First match wins, so subclasses come before the classes they refine.
 _BY_ERROR: tuple[tuple[type[durables.DurablesError], int], ...] = (
-    (durables.ChannelNotFound, NOT_FOUND),
-    (durables.DurableNotFound, NOT_FOUND),
+    (durables.ChannelNotFoundError, NOT_FOUND),
+    (durables.DurableNotFoundError, NOT_FOUND),
     (durables.DurableInUseError, IN_USE),
     (durables.AuthenticationError, AUTHENTICATION),
     (durables.AccessDeniedError, ACCESS_DENIED),

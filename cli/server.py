@@ -6,7 +6,7 @@ from typing import cast
 
 import click
 
-from durables.server import EmbeddedServer, Fsync
+from durables.server.embedded import EmbeddedServer, Fsync
 from durables.settings import load_settings
 
 from . import output

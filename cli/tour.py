@@ -81,7 +81,8 @@ def _filtered(out: Console, audit: durables.Durable) -> list[str]:
 
 
 def _shared(out: Console, client: durables.Client) -> bool:
-    """Two consumers on a shared durable: ten events dealt round robin (seed 003)."""
+    """Two consumers on a shared durable: ten events dealt round robin (as Universal
+    Messaging's shared durables deal them)."""
     client.channel(JOBS).delete()
     channel = client.channel(JOBS)
     pool = channel.durable("pool", kind="shared")

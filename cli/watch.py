@@ -34,7 +34,7 @@ def snapshot(client: durables.Client) -> list[Snapshot]:
     for info in client.channels():
         try:
             found = client.get_channel(info.name).durables()
-        except (durables.ChannelNotFound, durables.DurableNotFound):
+        except (durables.ChannelNotFoundError, durables.DurableNotFoundError):
             continue
         frames.append(Snapshot(info, found))
     return frames

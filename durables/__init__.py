@@ -12,14 +12,14 @@ from .errors import (
     AccessDeniedError,
     AuthenticationError,
     ChannelFullError,
-    ChannelNotFound,
+    ChannelNotFoundError,
     ClientClosedError,
     ConfigError,
     ConnectionLostError,
     ConsumerClosedError,
     DurableExistsError,
     DurableInUseError,
-    DurableNotFound,
+    DurableNotFoundError,
     DurablesError,
     InvalidNameError,
     InvalidStartError,
@@ -36,6 +36,7 @@ from .errors import (
     StalePublishError,
     UnconnectedError,
     UnsafeServerError,
+    deprecated,
 )
 from .events import Event, Message
 from .records import HousekeepReport, Nack, SessionInfo
@@ -72,14 +73,14 @@ __all__ = [
     "AccessDeniedError",
     "AuthenticationError",
     "ChannelFullError",
-    "ChannelNotFound",
+    "ChannelNotFoundError",
     "ConfigError",
     "ConnectionLostError",
     "ClientClosedError",
     "ConsumerClosedError",
     "DurableExistsError",
     "DurableInUseError",
-    "DurableNotFound",
+    "DurableNotFoundError",
     "DurablesError",
     "InvalidNameError",
     "InvalidStartError",
@@ -97,3 +98,8 @@ __all__ = [
     "UnconnectedError",
     "UnsafeServerError",
 ]
+
+
+def __getattr__(name: str) -> type[DurablesError]:
+    """Old error names (`ChannelNotFound`), with a `DeprecationWarning`."""
+    return deprecated(__name__, name)

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .records import DurableInfo
-from .replies import text
+from .reply_parsers import text
 
 
 @dataclass(frozen=True)

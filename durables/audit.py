@@ -10,7 +10,7 @@ from .ops.flows import Flow, run
 from .records import AuditEntry
 
 if TYPE_CHECKING:
-    from .context import BaseContext
+    from .io.context import BaseContext
 
 
 def record(ctx: BaseContext, action: str, target: str, address: str, outcome: str) -> Flow[str]:

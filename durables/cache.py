@@ -1,6 +1,6 @@
 """A session's local client cache of one keyed channel (GemFire's client region).
 
-Pure data, no I/O. Live events update it; replayed events never do (seed 000).
+Pure data, no I/O. Live events update it; replayed events never do (GemFire's durable clients).
 Interest-registration responses follow GemFire's rules, so that application
 operations take precedence over them:
 

@@ -9,7 +9,13 @@ from typing import TYPE_CHECKING, Any
 
 from . import names
 from .durable import Durable, DurableCore, creating, load_durable, loading
-from .errors import AccessDeniedError, ChannelNotFound, ConfigError, DurablesError, PayloadError
+from .errors import (
+    AccessDeniedError,
+    ChannelNotFoundError,
+    ConfigError,
+    DurablesError,
+    PayloadError,
+)
 from .events import (
     Batch,
     Encoded,
@@ -30,7 +36,7 @@ from .records import ChannelInfo, DurableInfo, FullPolicy, Kind, Nack
 from .retention import delete_channel, trim_channel
 
 if TYPE_CHECKING:
-    from .context import BaseContext, Context
+    from .io.context import BaseContext, Context
 
 DEFAULT_ACK_TIMEOUT_S = 30.0
 
@@ -209,7 +215,7 @@ class Channel(ChannelCore):
         return Durable(self.ctx, self.keys, name, *found)
 
     def get_durable(self, name: str) -> Durable:
-        """An existing durable; `DurableNotFound` otherwise."""
+        """An existing durable; `DurableNotFoundError` otherwise."""
         names.durable_name(name)
         return load_durable(self.ctx, self.keys, name)
 
@@ -287,10 +293,10 @@ def opening(ctx: BaseContext, name: str, options: dict[str, int | str] | None) -
 
 
 def finding(ctx: BaseContext, name: str) -> Flow[None]:
-    """`ChannelNotFound` unless the channel exists."""
+    """`ChannelNotFoundError` unless the channel exists."""
     names.channel_name(name)
     if not (yield from run(ops.exists(ctx.keys(name)))):
-        raise ChannelNotFound(f"channel {name!r} does not exist")
+        raise ChannelNotFoundError(f"channel {name!r} does not exist")
 
 
 def open_channel(ctx: Context, name: str, options: dict[str, int | str] | None = None) -> Channel:
@@ -300,7 +306,7 @@ def open_channel(ctx: Context, name: str, options: dict[str, int | str] | None =
 
 
 def get_channel(ctx: Context, name: str) -> Channel:
-    """An existing channel; `ChannelNotFound` otherwise."""
+    """An existing channel; `ChannelNotFoundError` otherwise."""
     ctx.executor.drive(finding(ctx, name))
     return Channel(ctx, name)
 

@@ -13,26 +13,28 @@ from typing import Any
 
 from redis.exceptions import RedisError
 
-from . import audit, cluster, session_store
+from . import audit
 from .channel import Channel, channel_infos, channel_options, get_channel, open_channel
-from .cluster import Server
-from .contact import contact_error
-from .context import Context
 from .durable import Durable
-from .executor import Executor
 from .figures import Figures, read_figures
+from .first_contact import contact_error
 from .housekeeping import housekeep
-from .leases import Heartbeat, Wait
+from .io import cluster
+from .io.cluster import Server
+from .io.context import Context
+from .io.executor import Executor
+from .io.leases import Heartbeat, Wait
+from .io.runtime import AckFlusher, Housekeeper, Runtime
+from .io.transport import Transport, transport_for
 from .ops import channels as channel_ops
-from .ops import server as server_ops
+from .ops import server_info as server_ops
 from .records import AuditEntry, ChannelInfo, FullPolicy, HousekeepReport, Kind, SessionRecord
 from .retention import tidy_channel
-from .runtime import AckFlusher, Housekeeper, Runtime
-from .server import EmbeddedServer
+from .server.embedded import EmbeddedServer
 from .server_health import ServerHealth, ServerWatch, check, parse_health
 from .session import Overflow, Session
+from .sessions import store as session_store
 from .settings import Settings, checked_settings, load_settings
-from .transport import Transport, transport_for
 from .urls import parse_url, tls_options
 
 HEARTBEAT_TIMEOUT_FRACTION = 0.25
@@ -45,7 +47,7 @@ def first_contact(
 ) -> tuple[dict[str, object], list[ServerHealth]]:
     """The server's INFO, and how each primary keeps what it confirms (every primary of a
     cluster), asked on a connection whose every timeout (a TLS handshake's too) is
-    `connect_timeout_s`; what fails is said plainly (`contact.contact_error`)."""
+    `connect_timeout_s`; what fails is said plainly (`first_contact.contact_error`)."""
     server = transport.connect(connect_timeout_s, connect_timeout_s)
     op = server_ops.info("")
     try:  # sent by hand: an executor would log a lost connection at a wrong password
@@ -202,7 +204,7 @@ class Client:
         return self.channel(channel).durable(name, kind, start, filter, max_deliveries)
 
     def get_channel(self, name: str) -> Channel:
-        """An existing channel; `ChannelNotFound` otherwise."""
+        """An existing channel; `ChannelNotFoundError` otherwise."""
         return get_channel(self.ctx, name)
 
     def channel_names(self) -> list[str]:

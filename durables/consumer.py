@@ -18,8 +18,8 @@ from .fetching import Fetching, FetchReader, idle_seconds
 
 if TYPE_CHECKING:
     from .events import Event
-    from .executor import Executor
-    from .runtime import AckFlusher
+    from .io.executor import Executor
+    from .io.runtime import AckFlusher
 
 
 class Reader(FetchReader, Protocol):
@@ -115,7 +115,7 @@ class Consumer(Fetching):
 
     @property
     def notices(self) -> list[str]:
-        """What the durable told this consumer while attached (seed 004's filter change)."""
+        """What the durable told this consumer while attached (the store filter's change)."""
         return self.reader.notices
 
     def fetch(self, timeout: float = 1.0) -> list[Event]:

@@ -18,7 +18,7 @@ from .publishing import packed, publish_batches
 from .records import DeadLetter
 
 if TYPE_CHECKING:
-    from .context import BaseContext
+    from .io.context import BaseContext
     from .keys import ChannelKeys
 
 

@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING, Any
 
 from . import dead_letters, ids, names
 from .consumer import Consumer, Reader
-from .errors import ConfigError, DurableExistsError, DurableNotFound, InvalidWindowError
+from .errors import ConfigError, DurableExistsError, DurableNotFoundError, InvalidWindowError
 from .exclusive import ExclusiveReader
-from .leases import Wait, wait_seconds
+from .io.leases import Wait, wait_seconds
 from .ops import channels as channel_ops
 from .ops import durables as ops
 from .ops.flows import Flow, run, send
@@ -27,8 +27,8 @@ from .shared import SharedReader
 from .subscription import Subscription
 
 if TYPE_CHECKING:
-    from .context import BaseContext, Context
     from .events import Event
+    from .io.context import BaseContext, Context
     from .keys import ChannelKeys
     from .ops.base import Op
 
@@ -86,10 +86,10 @@ def creating(
 
 
 def loading(k: ChannelKeys, name: str) -> Flow[tuple[DurableSpec, Selector | None]]:
-    """An existing durable's spec and selector; `DurableNotFound` otherwise."""
+    """An existing durable's spec and selector; `DurableNotFoundError` otherwise."""
     spec = yield from run(ops.load_spec(k, name))
     if spec is None:
-        raise DurableNotFound(f"durable {name!r} does not exist on channel {k.channel!r}")
+        raise DurableNotFoundError(f"durable {name!r} does not exist on channel {k.channel!r}")
     return spec, compile_filter(spec.filter)
 
 
@@ -154,7 +154,7 @@ def _parsed(spec: DurableSpec) -> str | None:
 
 
 def load_durable(ctx: Context, k: ChannelKeys, name: str) -> Durable:
-    """An existing durable; `DurableNotFound` otherwise."""
+    """An existing durable; `DurableNotFoundError` otherwise."""
     return Durable(ctx, k, name, *ctx.executor.drive(loading(k, name)))
 
 
@@ -188,7 +188,9 @@ class DurableCore:
         )
         group = ops.find_group(found, self.name)
         if group is None:
-            raise DurableNotFound(f"durable {self.name!r} does not exist on {self.channel_name!r}")
+            raise DurableNotFoundError(
+                f"durable {self.name!r} does not exist on {self.channel_name!r}"
+            )
         return {**group, "planned": batches}
 
     def depths(self) -> Flow[tuple[int, int]]:
@@ -282,8 +284,9 @@ class DurableCore:
         filter: str | None,
         replicated: int = 0,
     ) -> ReaderPlan:
-        """What a consumer of this durable gets: its name, auto-ack (seed 004: a window
-        means explicit acknowledgement), its selectors (exclusive) or window (shared)."""
+        """What a consumer of this durable gets: its name, auto-ack (a window means explicit
+        acknowledgement, as in Universal Messaging), its selectors (exclusive) or window
+        (shared)."""
         check_window(self.kind, self.name, window)
         if (
             not isinstance(replicated, int)
@@ -310,7 +313,7 @@ class ReaderPlan:
     """An exclusive reader's: the durable's filter and the consumer's own."""
     window: int
     own: Selector | None
-    """A shared reader's own filter (seed 004)."""
+    """A shared reader's own filter (Universal Messaging's shared durables)."""
     replicated: int = 0
     """Events are handed out once this many replicas hold them (`ReaderLoop.replicated`)."""
 
@@ -374,8 +377,9 @@ class Durable(DurableCore):
         """A synchronous consumer, attached until closed (use it as a context manager).
 
         `filter` is the consumer's own selector; on a shared or serial durable the latest
-        consumer's filter also decides what the durable keeps (seed 004), and consumers
-        attached earlier get a notice (`on_notice`, `Consumer.notices`). `replicated=N`:
+        consumer's filter also decides what the durable keeps (Universal Messaging's store
+        filter), and consumers attached earlier get a notice (`on_notice`,
+        `Consumer.notices`). `replicated=N`:
         only events that N replicas hold are handed out, so a failover cannot take back
         what was delivered (a `WAIT` in each read's round trip).
 
@@ -458,7 +462,7 @@ def check_prefetch(kind: str, name: str, prefetch: int | None) -> None:
 
 def subscription_window(kind: str, name: str, window: int | None, default: int) -> int | None:
     """The window a subscription gets: `InvalidWindowError` for one it cannot take, and
-    a negative one is the default (seed 004)."""
+    a negative one is the default (Universal Messaging's shared durables)."""
     check_window(kind, name, window)
     if window is not None and (_not_int(window) or window == 0 or window > MAX_WINDOW):
         raise InvalidWindowError(

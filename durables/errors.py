@@ -1,10 +1,12 @@
 """One exception tree: every error durables raises derives from `DurablesError`.
 
 Each class carries a message a person can act on; Redis replies are
-translated into these by prefix (see `durables.replies`), never swallowed.
+translated into these by their first word (see `durables.verdicts`), never swallowed.
 """
 
 from __future__ import annotations
+
+import warnings
 
 
 class DurablesError(Exception):
@@ -64,11 +66,11 @@ class ServerError(DurablesError):
     """The embedded server could not be started, found or stopped."""
 
 
-class ChannelNotFound(DurablesError, LookupError):
+class ChannelNotFoundError(DurablesError, LookupError):
     """The channel does not exist."""
 
 
-class DurableNotFound(DurablesError, LookupError):
+class DurableNotFoundError(DurablesError, LookupError):
     """The durable does not exist on this channel."""
 
 
@@ -192,3 +194,24 @@ class StalePublishError(DurablesError):
     """A copy of a publish reached the server after a later publish of its producer had
     been stored: nothing was stored for it. Only a copy whose caller had already moved on
     gets this (its reply goes to a connection given up), so an application never should."""
+
+
+DEPRECATED = {"ChannelNotFound": ChannelNotFoundError, "DurableNotFound": DurableNotFoundError}
+"""Old names, kept working with a warning: every other error's name ends in `Error`."""
+
+
+def deprecated(module: str, name: str) -> type[DurablesError]:
+    """The error an old name stands for, with a `DeprecationWarning` naming the new one."""
+    if name not in DEPRECATED:
+        raise AttributeError(f"module {module!r} has no attribute {name!r}")
+    new = DEPRECATED[name]
+    warnings.warn(
+        f"{module}.{name} is deprecated: use {module}.{new.__name__}",
+        DeprecationWarning,
+        stacklevel=3,
+    )
+    return new
+
+
+def __getattr__(name: str) -> type[DurablesError]:
+    return deprecated(__name__, name)

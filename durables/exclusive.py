@@ -12,9 +12,9 @@ from typing import TYPE_CHECKING
 from .reading import ExclusiveLoop, ReaderLoop
 
 if TYPE_CHECKING:
-    from .context import Context
     from .events import Event
-    from .executor import Executor
+    from .io.context import Context
+    from .io.executor import Executor
     from .keys import ChannelKeys
     from .selector import Selector
 

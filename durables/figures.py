@@ -16,10 +16,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from . import session_store
 from .attachments import ConsumerFigures, attached, scores
 from .channel import ChannelCore, channel_infos
-from .errors import ChannelNotFound, DurableNotFound
+from .errors import ChannelNotFoundError, DurableNotFoundError
 from .ids import key as id_key
 from .keys import session_group
 from .ops import channels as channel_ops
@@ -27,10 +26,11 @@ from .ops.base import Op, command, same
 from .ops.durables import Planned, count_matching, planned_after
 from .ops.flows import Flow, run, send
 from .records import ChannelInfo, DurableInfo, SessionRecord
-from .replies import text
+from .reply_parsers import text
+from .sessions import store as session_store
 
 if TYPE_CHECKING:
-    from .context import BaseContext
+    from .io.context import BaseContext
     from .keys import ChannelKeys
 
 
@@ -133,7 +133,7 @@ def read_figures(ctx: BaseContext, alert_count: int = 20, only: str | None = Non
     for channel in (yield from _channel_infos(ctx, names)):
         try:
             found = yield from ChannelCore(ctx, channel.name).listing_durables()
-        except (ChannelNotFound, DurableNotFound):
+        except (ChannelNotFoundError, DurableNotFoundError):
             continue
         figures, groups[channel.name] = yield from _channel(ctx, channel, found, now_ms)
         channels.append(figures)
@@ -152,10 +152,10 @@ def _channel_infos(ctx: BaseContext, names: Sequence[str]) -> Flow[list[ChannelI
     channel was deleted between the listing and this read."""
     try:
         return (yield from channel_infos(ctx, names))
-    except ChannelNotFound:
+    except ChannelNotFoundError:
         found = []
         for name in names:
-            with contextlib.suppress(ChannelNotFound):
+            with contextlib.suppress(ChannelNotFoundError):
                 found += yield from channel_infos(ctx, [name])
         return found
 

@@ -3,7 +3,7 @@ events, over every channel of a namespace.
 
 Redis has no timers for us, so this runs on demand (`client.housekeep()`, the CLI's
 `durables housekeep [--every S]`), and for the channels a client uses on its
-housekeeper thread (`durables.runtime.Housekeeper`). The work itself is in Lua; the
+housekeeper thread (`durables.io.runtime.Housekeeper`). The work itself is in Lua; the
 round is a flow (`ops.flows`) both clients drive.
 """
 
@@ -12,15 +12,15 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from .errors import ChannelNotFound
+from .errors import ChannelNotFoundError
 from .ops import channels as channel_ops
 from .ops.flows import Flow, run
 from .records import HousekeepReport
 from .retention import nack_expired, reap_channel, trim_channel
-from .session_store import reap
+from .sessions.store import reap
 
 if TYPE_CHECKING:
-    from .context import BaseContext
+    from .io.context import BaseContext
 
 log = logging.getLogger(__name__)
 
@@ -35,7 +35,7 @@ def housekeep(ctx: BaseContext) -> Flow[HousekeepReport]:
             orphans = yield from reap_channel(ctx, k)
             yield from nack_expired(ctx, k)
             removed = yield from trim_channel(ctx, k)
-        except ChannelNotFound:
+        except ChannelNotFoundError:
             continue  # deleted since it was listed
         report.channels += 1
         report.removed[channel] = removed

@@ -27,7 +27,7 @@ and only here:
   is gone;
 - an error reply leaves no reference cycle behind (fakeredis's kept its traceback);
 - a blocked asyncio read whose event loop closed does not break later writes;
-- a connection woken by the library (`direct.wake`: closing a client, breaking a hung
+- a connection woken by the library (`connections.wake`: closing a client, breaking a hung
   call) fails its blocked read as a lost connection, as a socket shut down does.
 """
 
@@ -264,7 +264,7 @@ class _Bridge:
         return super()._xreadgroup_reply(res)  # type: ignore[misc]
 
     def shutdown(self, _how: Any) -> None:
-        """`socket.shutdown` from another thread (`direct.wake`): a blocked read ends and
+        """`socket.shutdown` from another thread (`connections.wake`): a blocked read ends and
         the connection reads as lost; fakeredis's own closes a parser that may be running."""
         self._woken = True
         server = self._server

@@ -10,13 +10,13 @@ from typing import TYPE_CHECKING
 from .errors import ChannelFullError, DurablesError, ReplicationError, ServerFullError
 from .events import Batch, Encoded, pack
 from .ops import channels as channel_ops
-from .ops import server as server_ops
+from .ops import server_info as server_ops
 from .ops.flows import Flow, run, send
 from .retention import trim_channel
 from .verdicts import FULL_ADVICE
 
 if TYPE_CHECKING:
-    from .context import BaseContext
+    from .io.context import BaseContext
     from .keys import ChannelKeys
     from .ops.base import Op
 

@@ -24,17 +24,17 @@ from contextlib import AbstractContextManager, suppress
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from . import processes
 from .errors import ConnectionLostError, DurableInUseError, LeaseLostError
-from .leases import Lease, LeaseHolder, waiting_out
+from .io.leases import Lease, LeaseHolder, waiting_out
 from .ops.channels import wait_replicas
 from .ops.exclusive import ExclusiveCursor
 from .ops.flows import Flow, recover, run, send
 from .ops.shared import SharedHandout
+from .server import processes
 
 if TYPE_CHECKING:
-    from .context import BaseContext
     from .events import Event
+    from .io.context import BaseContext
     from .keys import ChannelKeys
     from .ops.base import Op
     from .selector import Selector

@@ -11,14 +11,14 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Literal
 
-from .errors import ChannelNotFound, DurablesError
+from .errors import ChannelNotFoundError, DurablesError
 from .ops import channels as channel_ops
-from .ops import housekeeping as ops
+from .ops import cleanup as ops
 from .ops import sessions as session_ops
 from .ops.flows import Flow, run, send
 
 if TYPE_CHECKING:
-    from .context import BaseContext
+    from .io.context import BaseContext
     from .keys import ChannelKeys
     from .records import Interest
 
@@ -34,14 +34,15 @@ def trim_channel(
     'purge' drops everything up to `up_to` ('+' for all). Returns how many events went."""
     exists, durables = yield from send([channel_ops.exists(k), channel_ops.durable_names(k)])
     if not exists:
-        raise ChannelNotFound(f"channel {k.channel!r} does not exist")
+        raise ChannelNotFoundError(f"channel {k.channel!r} does not exist")
     return (yield from run(ops.trim(k, durables, mode, up_to)))
 
 
 def nack_expired(ctx: BaseContext, k: ChannelKeys) -> Flow[int]:
     """Nacks for ack-required events whose timeout passed unacknowledged, sent or not yet
-    (seed 002: "the non-acknowledgment is notified", also for a session that never comes
-    back); how many. An event not sent yet is nacked if it is of the session's interest."""
+    (Diffusion's ack-required rule: "the non-acknowledgment is notified", also for a session
+    that never comes back); how many. An event not sent yet is nacked if it is of the
+    session's interest."""
     recorded, unsent = yield from run(ops.nack_expired(k, ctx.lease_ms))
     interests: dict[str, Interest | None] = {}
     for event in unsent:

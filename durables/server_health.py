@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 from .errors import UnsafeServerError
 
-log = logging.getLogger("durables.server")
+log = logging.getLogger("durables.server.embedded")
 
 SECTIONS = ("server", "memory", "persistence", "replication")
 """The `INFO` sections read at connect (one command: `INFO server memory ...`)."""

@@ -1,4 +1,4 @@
-"""Durable client sessions (GemFire's durable clients, seed 000).
+"""Durable client sessions (GemFire's durable clients).
 
 `client.session(id, timeout=...)` creates or resumes a session. Within its
 timeout after a disconnect it resumes with its queue and durable interests;
@@ -7,7 +7,7 @@ recorded as an alert. `ready_for_events()` places a replay marker on each
 interested channel and starts delivery: replayed events first (never applied
 to the cache), then `after_region_live`, then live events.
 
-What a session does is `session_core.SessionCore` (shared with the asyncio client);
+What a session does is `sessions.core.SessionCore` (shared with the asyncio client);
 this class drives it, blocking, and delivers from a thread.
 """
 
@@ -18,14 +18,14 @@ from collections.abc import Callable, Iterable
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from .leases import Wait, wait_seconds
+from .io.leases import Wait, wait_seconds
 from .records import Interest, SessionInfo
-from .session_core import ALL_KEYS, Overflow, SessionCore, SessionState, check_options
-from .session_delivery import Delivery, SessionListener
+from .sessions.core import ALL_KEYS, Overflow, SessionCore, SessionState, check_options
+from .sessions.delivery import Delivery, SessionListener
 
 if TYPE_CHECKING:
-    from .context import Context
     from .events import Event
+    from .io.context import Context
 
 
 class Session(SessionCore):

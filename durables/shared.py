@@ -13,8 +13,8 @@ from .exclusive import BlockingAcks
 from .reading import SharedLoop
 
 if TYPE_CHECKING:
-    from .context import Context
     from .events import Event
+    from .io.context import Context
     from .keys import ChannelKeys
     from .selector import Selector
 

@@ -13,7 +13,7 @@ from .errors import DurablesError
 if TYPE_CHECKING:
     from .consumer import Consumer
     from .events import Event
-    from .runtime import Runtime
+    from .io.runtime import Runtime
 
 log = logging.getLogger(__name__)
 Listener = Callable[["Event"], object]

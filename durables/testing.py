@@ -30,7 +30,7 @@ from .aio.client import connect as aio_connect
 from .client import Client, connect
 from .errors import AuthenticationError, ConnectionLostError, DurablesError
 from .events import Message
-from .server import EmbeddedServer
+from .server.embedded import EmbeddedServer
 
 if TYPE_CHECKING:
     from .aio.channel import AsyncChannel

@@ -41,10 +41,10 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from .errors import (
     AccessDeniedError,
     ChannelFullError,
-    ChannelNotFound,
+    ChannelNotFoundError,
     ConnectionLostError,
     DurableInUseError,
-    DurableNotFound,
+    DurableNotFoundError,
     DurablesError,
     InvalidStartError,
     LeaseLostError,
@@ -53,7 +53,7 @@ from .errors import (
     SlotMovingError,
     StalePublishError,
 )
-from .replies import error_word
+from .reply_parsers import error_word
 from .scripts import commands_of
 
 Meaning = Literal["outage", "moving", "refusal", "full", "answer", "bug"]
@@ -153,9 +153,9 @@ Translate = Callable[[str], DurablesError]
 
 
 ANSWERS: dict[str, Translate] = {
-    "NOCHANNEL": lambda rest: ChannelNotFound(rest),
-    "NODURABLE": lambda rest: DurableNotFound(rest),
-    "NOGROUP": lambda rest: DurableNotFound(f"no consumer group: {rest}"),
+    "NOCHANNEL": lambda rest: ChannelNotFoundError(rest),
+    "NODURABLE": lambda rest: DurableNotFoundError(rest),
+    "NOGROUP": lambda rest: DurableNotFoundError(f"no consumer group: {rest}"),
     "INUSE": DurableInUseError.from_reply,
     "LEASELOST": lambda rest: LeaseLostError(rest),
     "DETACHED": lambda rest: LeaseLostError(rest),

@@ -18,8 +18,8 @@ from types import TracebackType
 
 import redis
 
-from durables.processes import server_env
-from durables.server import server_config
+from durables.server.embedded import server_config
+from durables.server.processes import server_env
 
 HOST = "127.0.0.1"
 START_TIMEOUT_S = 10.0

@@ -156,7 +156,7 @@ def cli(server_url: str, namespace: str) -> Cli:
 @pytest.fixture
 def home(tmp_path: Path) -> Iterator[Path]:
     """A home of the test's own for the embedded server, stopped whatever the test did."""
-    from durables.server import EmbeddedServer
+    from durables.server.embedded import EmbeddedServer
 
     path = tmp_path / "home"
     try:

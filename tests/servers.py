@@ -22,7 +22,7 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from durables import memory
-from durables.server_setup import log_tail, server_config
+from durables.server.config import log_tail, server_config
 from durables.urls import parse_url
 
 HOST = "127.0.0.1"

@@ -1,4 +1,4 @@
-"""Ack-required messages (Diffusion's reconnection, seed 002): each interested session must
+"""Ack-required messages (Diffusion's client reconnection): each interested session must
 acknowledge them; unacknowledged ones come again after a reconnect, flagged; timeouts and
 events that expired before they could be sent become nacks for the publisher."""
 

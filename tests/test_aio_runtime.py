@@ -11,8 +11,8 @@ import asyncio
 
 import pytest
 
-import durables.aio.runtime as runtime
-from durables.aio.runtime import AsyncHousekeeper, stop
+import durables.io.aio.runtime as runtime
+from durables.io.aio.runtime import AsyncHousekeeper, stop
 
 
 async def swallows_first_cancel(log: list[str]) -> None:

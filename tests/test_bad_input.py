@@ -16,8 +16,8 @@ from durables import (
     PayloadError,
     SelectorError,
 )
-from durables.ops.server import check_version
-from durables.replies import text
+from durables.ops.server_info import check_version
+from durables.reply_parsers import text
 
 from .conftest import FAST, Connect
 from .helpers import publish

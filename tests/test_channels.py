@@ -7,7 +7,12 @@ import time
 import pytest
 
 import durables
-from durables import ChannelFullError, ChannelNotFound, DurableExistsError, DurableNotFound
+from durables import (
+    ChannelFullError,
+    ChannelNotFoundError,
+    DurableExistsError,
+    DurableNotFoundError,
+)
 
 from .helpers import fetch_all, publish
 
@@ -114,15 +119,15 @@ def test_a_start_for_an_existing_durable_with_another_is_warned_about(
 
 
 def test_missing_things_raise_not_found(client: durables.Client) -> None:
-    with pytest.raises(ChannelNotFound):
+    with pytest.raises(ChannelNotFoundError):
         client.get_channel("nope")
     ch = client.channel("orders")
-    with pytest.raises(DurableNotFound):
+    with pytest.raises(DurableNotFoundError):
         ch.get_durable("nope")
     ch.delete()
-    with pytest.raises(ChannelNotFound):
+    with pytest.raises(ChannelNotFoundError):
         ch.publish(b"x")
-    with pytest.raises(ChannelNotFound):
+    with pytest.raises(ChannelNotFoundError):
         ch.durable("late")
 
 

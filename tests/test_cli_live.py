@@ -19,7 +19,7 @@ import pytest
 from click.testing import CliRunner
 
 import durables
-from durables.server import EmbeddedServer
+from durables.server.embedded import EmbeddedServer
 
 from .cli_support import (
     BINARY_REPR,

@@ -17,7 +17,7 @@ from redis.cluster import RedisCluster
 
 import durables
 from durables import ConfigError, metrics, scripts
-from durables.replies import raw, streams_read
+from durables.reply_parsers import raw, streams_read
 
 from .conftest import FAST, Connect
 from .ha_cluster import Cluster

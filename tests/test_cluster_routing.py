@@ -1,5 +1,5 @@
 """How a multi-channel read is split by hash slot and a pipeline grouped by node, without a
-server: `durables.routing`'s decisions and plans, as both clients carry them out."""
+server: `durables.io.routing`'s decisions and plans, as both clients carry them out."""
 
 from __future__ import annotations
 
@@ -17,7 +17,8 @@ from redis.exceptions import (
 )
 from redis.exceptions import ConnectionError as RedisConnectionError
 
-from durables import routing, verdicts
+from durables import verdicts
+from durables.io import routing
 from durables.keys import ChannelKeys
 
 READ = ("XREADGROUP", "GROUP", "~session:s", "c", "COUNT", 10, "BLOCK", 200, "STREAMS")

@@ -1,4 +1,4 @@
-"""The executors' own connections (`durables.direct`, `durables.aio.direct`): what
+"""The executors' own connections (`durables.io.connections`, `durables.io.aio.connections`): what
 redis-py's pool did for every call, they must still do. A socket the server closed while
 idle is replaced without an outage; a forked child never shares its parent's sockets;
 replies, error replies and a pipeline's mixed replies come back as redis-py would parse
@@ -18,8 +18,8 @@ import redis
 import redis.asyncio as aioredis
 from redis.exceptions import NoScriptError, ResponseError
 
-from durables.aio.direct import AsyncConnections
-from durables.direct import Connections, pack, pack_all
+from durables.io.aio.connections import AsyncConnections
+from durables.io.connections import Connections, pack, pack_all
 
 from .conftest import FAST, Connect
 from .servers import RedisProcess

@@ -8,7 +8,7 @@ import asyncio
 from typing import Any
 
 from durables import aio, connect, scripts
-from durables.replies import raw
+from durables.reply_parsers import raw
 
 SPARK = scripts.names_in("spark")
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import durables
-from durables.server import EmbeddedServer
+from durables.server.embedded import EmbeddedServer
 
 from .conftest import FAST
 from .test_embedded_server import kill9_and_wait

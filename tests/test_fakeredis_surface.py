@@ -17,7 +17,7 @@ import pytest
 import redis
 
 from durables import memory
-from durables.replies import raw
+from durables.reply_parsers import raw
 from durables.urls import parse_url
 
 PRIVATE_NAMES = {

@@ -1,5 +1,6 @@
-"""Faults between client and server, through a fault proxy (seed 002's "kill the proxy"):
-a killed and restarted proxy, a keep-alive that runs out, a black hole, and a bounded soak
+"""Faults between client and server, through a fault proxy (killed, as Diffusion's reconnection
+tests kill theirs): a killed and restarted proxy, a keep-alive that runs out, a black hole,
+and a bounded soak
 of many sessions under random faults. Every test counts what was published, delivered,
 lost, duplicated and reordered."""
 

@@ -12,7 +12,7 @@ import pytest
 
 import durables
 from durables.ids import LAST_ID, MAX_SEQ
-from durables.server import EmbeddedServer
+from durables.server.embedded import EmbeddedServer
 from durables.settings import load_settings
 
 from .cli_support import SCRIPT, Cli, exits

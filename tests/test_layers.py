@@ -32,25 +32,25 @@ LAYERS: dict[str, int] = {
     "errors": 0,
     # 1: pure foundations: names, keys, ids, settings, selectors, events, records, replies
     "ids": 1, "names": 1, "keys": 1, "settings": 1, "cache": 1, "records": 1, "urls": 1,
-    "producers": 1,
-    "selector_lexer": 1, "selector_ast": 1, "selector_parser": 1, "selector": 1,
-    "events": 1, "replies": 1, "contact": 1, "processes": 1, "server": 1, "server_setup": 1,
-    "scripts": 1, "server_health": 1, "permissions": 1, "verdicts": 1, "attachments": 1,
-    "routing": 1,
+    "producers": 1, "events": 1, "reply_parsers": 1, "first_contact": 1, "scripts": 1,
+    "server_health": 1, "permissions": 1, "verdicts": 1, "attachments": 1,
+    "selector": 1, "selector.lexer": 1, "selector.tree": 1, "selector.parser": 1,
+    "server": 1, "server.config": 1, "server.processes": 1, "server.embedded": 1,
+    "io.routing": 1,
     # 2: operations as plain data, and the readers' state machines (no I/O)
-    "ops": 2, "ops.base": 2, "ops.channels": 2, "ops.durables": 2, "ops.housekeeping": 2,
-    "ops.exclusive": 2, "ops.shared": 2, "ops.sessions": 2, "ops.flows": 2, "ops.server": 2,
+    "ops": 2, "ops.base": 2, "ops.channels": 2, "ops.durables": 2, "ops.cleanup": 2,
+    "ops.exclusive": 2, "ops.shared": 2, "ops.sessions": 2, "ops.flows": 2, "ops.server_info": 2,
     "ops.audit": 2,
-    # 3: sending: transport, cluster, executor, leases, runtime, context (and asyncio twins)
-    "transport": 3, "cluster": 3, "memory": 3, "link": 3, "direct": 3, "executor": 3, "leases": 3,
-    "runtime": 3, "context": 3,
-    "aio.transport": 3, "aio.direct": 3, "aio.cluster": 3, "aio.executor": 3, "aio.runtime": 3,
-    "aio.context": 3,
+    # 3: sending (io/ and its asyncio twin io/aio/), and the memory:// store
+    "io": 3, "io.transport": 3, "io.cluster": 3, "io.recovery": 3, "io.connections": 3,
+    "io.executor": 3, "io.leases": 3, "io.runtime": 3, "io.context": 3, "memory": 3,
+    "io.aio": 3, "io.aio.transport": 3, "io.aio.connections": 3, "io.aio.cluster": 3,
+    "io.aio.executor": 3, "io.aio.runtime": 3, "io.aio.context": 3,
     # 4: readers and stores over a context
     "reading": 4, "fetching": 4, "exclusive": 4, "shared": 4, "consumer": 4, "subscription": 4,
-    "retention": 4,
-    "publishing": 4, "dead_letters": 4, "session_store": 4, "session_delivery": 4,
-    "session_core": 4, "aio.readers": 4, "aio.consumer": 4, "audit": 4,
+    "retention": 4, "publishing": 4, "dead_letters": 4, "audit": 4,
+    "sessions": 4, "sessions.store": 4, "sessions.delivery": 4, "sessions.core": 4,
+    "aio.readers": 4, "aio.consumer": 4,
     # 5: the public objects
     "durable": 5, "channel": 5, "session": 5, "housekeeping": 5, "figures": 5,
     "aio.durable": 5, "aio.channel": 5, "aio.session": 5,
@@ -278,7 +278,7 @@ def test_the_library_imports_neither_the_benchmark_nor_the_cli() -> None:
     assert done.stdout.strip() == "[]"
 
 
-LOCKING_MODULES = ("session_core", "session_delivery", "session_store", "session", "aio.session",
+LOCKING_MODULES = ("sessions.core", "sessions.delivery", "sessions.store", "session", "aio.session",
                    "reading", "exclusive", "shared", "consumer", "aio.readers")  # fmt: skip
 
 

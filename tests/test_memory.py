@@ -18,7 +18,7 @@ import durables
 import durables.aio as aio
 from durables import memory
 from durables.errors import ConfigError, ReplicationError
-from durables.replies import raw
+from durables.reply_parsers import raw
 from durables.urls import parse_url
 
 

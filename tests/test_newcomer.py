@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from durables.server import EmbeddedServer
+from durables.server.embedded import EmbeddedServer
 
 from .test_docs import BLOCKS, ROOT
 

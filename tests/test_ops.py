@@ -11,7 +11,7 @@ from redis.connection import Connection
 from redis.exceptions import ResponseError
 
 import durables
-from durables import ConnectionLostError, DurableNotFound, LeaseLostError, keys, scripts
+from durables import ConnectionLostError, DurableNotFoundError, LeaseLostError, keys, scripts
 from durables.events import Batch, pack
 from durables.ops import channels, sessions
 from durables.ops import durables as durable_ops
@@ -138,7 +138,7 @@ def test_channel_info_reads_five_replies_into_a_record() -> None:
     assert info == durables.ChannelInfo(
         "orders", 3, "1-0", "3-0", ("a", "b"), 1.5, 10, "drop_oldest", True
     )
-    with pytest.raises(durables.ChannelNotFound):
+    with pytest.raises(durables.ChannelNotFoundError):
         channels.parse_info("gone", [[None] * 5, 0, [], [], []])
 
 
@@ -202,7 +202,7 @@ def test_exclusive_reads_and_waits_through_its_gate() -> None:
         wait.parse(gone)
     with pytest.raises(LeaseLostError):
         wait.parse(ResponseError("UNBLOCKED the stream key no longer exists"))
-    with pytest.raises(DurableNotFound):  # the durable's own group is gone: not a takeover
+    with pytest.raises(DurableNotFoundError):  # the durable's own group is gone: not a takeover
         wait.parse(ResponseError(f"NOGROUP No such key '{K.stream}' or consumer group 'd'"))
     with pytest.raises(ConnectionLostError):  # a demoted primary: reconnect
         wait.parse(ResponseError("UNBLOCKED force unblock from blocking operation"))

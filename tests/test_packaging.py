@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from durables.server import EmbeddedServer
+from durables.server.embedded import EmbeddedServer
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -7,7 +7,7 @@ import sys
 import textwrap
 
 import durables
-from durables.replies import text
+from durables.reply_parsers import text
 
 from .conftest import FAST
 from .helpers import fetch_all, publish

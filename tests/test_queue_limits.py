@@ -1,4 +1,4 @@
-"""Session queue limits (seed 002): `max_depth` while connected, the larger
+"""Session queue limits (Diffusion's client reconnection): `max_depth` while connected, the larger
 `disconnected_max_depth` while away, the 80 % revert after reconnecting, and both
 overflow policies, with nothing lost silently."""
 

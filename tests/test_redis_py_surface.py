@@ -1,4 +1,4 @@
-"""The two private names of redis-py that `durables.direct` reads (a connection's socket, a
+"""The two private names of redis-py that `durables.io.connections` reads (a connection's socket, a
 pool's lent connections), checked against the installed redis-py: a release that renames
 or changes either fails here, in the normal suite, before an interrupt silently stops
 waking blocked calls."""
@@ -14,7 +14,7 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from durables.direct import lent, socket_of, wake_pool
+from durables.io.connections import lent, socket_of, wake_pool
 
 from .servers import HOST, RedisProcess
 

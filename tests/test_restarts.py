@@ -17,7 +17,8 @@ from collections import Counter
 import pytest
 
 import durables
-from durables import ConfigError, DurableInUseError, SessionInUseError, processes
+from durables import ConfigError, DurableInUseError, SessionInUseError
+from durables.server import processes
 
 from .children import first_line, python_child
 from .conftest import FAST
@@ -200,8 +201,8 @@ def test_a_holder_whose_process_is_gone_from_this_host_is_replaced_before_its_le
 
 
 def test_only_a_holder_gone_from_this_host_boot_and_pid_namespace_counts_as_dead() -> None:
-    from durables.processes import pid_scope
     from durables.reading import holder_gone
+    from durables.server.processes import pid_scope
 
     host, scope = socket.gethostname(), pid_scope()
     with subprocess.Popen([sys.executable, "-c", "pass"]) as done:

@@ -17,8 +17,8 @@ import redis
 
 import durables
 import durables.aio as aio
+from durables.io.transport import transport_for
 from durables.settings import load_settings
-from durables.transport import transport_for
 from durables.urls import parse_url, shown
 
 from .cli_support import Cli, exits

@@ -1,4 +1,5 @@
-"""Durable client sessions: interest, marker replay, client cache, bad input (seed 000).
+"""Durable client sessions (GemFire's durable clients): interest, marker replay, client cache,
+bad input.
 
 Disconnects, timeouts and keep-alive are in `test_session_disconnects.py`."""
 
@@ -10,7 +11,7 @@ import time
 import pytest
 
 import durables
-from durables import ALL_KEYS, ChannelNotFound, ConfigError, SessionInUseError
+from durables import ALL_KEYS, ChannelNotFoundError, ConfigError, SessionInUseError
 
 from .session_support import Recorder, wait_for
 
@@ -159,7 +160,7 @@ def test_bad_interests_and_a_second_live_session_are_refused(
     client: durables.Client, prices: durables.Channel
 ) -> None:
     with client.session("first", timeout=30) as first:
-        with pytest.raises(ChannelNotFound):
+        with pytest.raises(ChannelNotFoundError):
             first.register_interest("no-such-channel")
         with pytest.raises(ConfigError, match="regex"):
             first.register_interest("prices", regex="(unclosed")

@@ -10,7 +10,7 @@ from redis.exceptions import NoPermissionError, ResponseError
 
 import durables
 from durables import keys
-from durables.executor import parse_all
+from durables.io.executor import parse_all
 from durables.ops import sessions
 from durables.ops.base import Op, command
 from durables.verdicts import translate

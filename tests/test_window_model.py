@@ -20,7 +20,7 @@ from hypothesis.stateful import (
 )
 
 import durables
-from durables.replies import raw, text
+from durables.reply_parsers import raw, text
 
 RUNS = itertools.count()
 

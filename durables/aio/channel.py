@@ -14,7 +14,7 @@ from ..records import ChannelInfo, DurableInfo, Kind, Nack
 from .durable import AsyncDurable, load_durable
 
 if TYPE_CHECKING:
-    from .context import AsyncContext
+    from ..io.aio.context import AsyncContext
 
 
 class AsyncChannel(ChannelCore):

@@ -9,34 +9,35 @@ from typing import TYPE_CHECKING, Any
 
 from redis.exceptions import RedisError
 
-from .. import audit, session_store
+from .. import audit
 from ..channel import channel_infos, channel_options
 from ..client import HEARTBEAT_TIMEOUT_FRACTION
-from ..contact import contact_error
 from ..figures import Figures, read_figures
+from ..first_contact import contact_error
 from ..housekeeping import housekeep
-from ..leases import Wait
+from ..io.aio import cluster
+from ..io.aio.context import AsyncContext
+from ..io.aio.executor import AsyncExecutor
+from ..io.aio.runtime import AsyncAckFlusher, AsyncHeartbeat, AsyncHousekeeper, AsyncRuntime
+from ..io.aio.transport import close as close_redis
+from ..io.aio.transport import connect as open_redis
+from ..io.leases import Wait
 from ..ops import channels as channel_ops
-from ..ops import server as server_ops
+from ..ops import server_info as server_ops
 from ..records import AuditEntry, ChannelInfo, FullPolicy, HousekeepReport, Kind, SessionRecord
 from ..retention import tidy_channel
-from ..server import EmbeddedServer
+from ..server.embedded import EmbeddedServer
 from ..server_health import ServerHealth, ServerWatch, check, parse_health
-from ..session_core import Overflow
+from ..sessions import store as session_store
+from ..sessions.core import Overflow
 from ..settings import Settings, checked_settings, load_settings
 from ..urls import parse_url, tls_options
-from . import cluster
 from .channel import AsyncChannel, get_channel, open_channel
-from .context import AsyncContext
 from .durable import AsyncDurable
-from .executor import AsyncExecutor
-from .runtime import AsyncAckFlusher, AsyncHeartbeat, AsyncHousekeeper, AsyncRuntime
 from .session import AsyncSession
-from .transport import close as close_redis
-from .transport import connect as open_redis
 
 if TYPE_CHECKING:
-    from .cluster import AsyncServer
+    from ..io.aio.cluster import AsyncServer
 
 
 async def connect(url: str | None = None, **settings: object) -> AsyncClient:

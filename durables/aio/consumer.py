@@ -23,9 +23,9 @@ from ..fetching import Fetching, idle_seconds
 
 if TYPE_CHECKING:
     from ..events import Event
+    from ..io.aio.runtime import AsyncAckFlusher, AsyncRuntime
     from ..ops.base import Op
     from .readers import AsyncReader
-    from .runtime import AsyncAckFlusher, AsyncRuntime
 
 log = logging.getLogger(__name__)
 AsyncListener = Callable[["Event"], "Awaitable[object] | object"]

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from ..durable import DurableCore, check_prefetch, loading, subscription_window
-from ..leases import Wait, wait_seconds
+from ..io.leases import Wait, wait_seconds
 from ..records import DeadLetter, DurableInfo, DurableSpec
 from ..selector import Selector
 from .consumer import AsyncConsumer, AsyncListener, AsyncSubscription
@@ -15,12 +15,12 @@ from .readers import AsyncExclusiveReader, AsyncReader, AsyncSharedReader
 
 if TYPE_CHECKING:
     from ..events import Event
+    from ..io.aio.context import AsyncContext
     from ..keys import ChannelKeys
-    from .context import AsyncContext
 
 
 async def load_durable(ctx: AsyncContext, k: ChannelKeys, name: str) -> AsyncDurable:
-    """An existing durable; `DurableNotFound` otherwise."""
+    """An existing durable; `DurableNotFoundError` otherwise."""
     return AsyncDurable(ctx, k, name, *await ctx.executor.drive(loading(k, name)))
 
 

@@ -16,11 +16,11 @@ from ..reading import ExclusiveLoop, SharedLoop
 
 if TYPE_CHECKING:
     from ..events import Event
+    from ..io.aio.context import AsyncContext
+    from ..io.aio.executor import AsyncExecutor
     from ..keys import ChannelKeys
     from ..ops.base import Op
     from ..selector import Selector
-    from .context import AsyncContext
-    from .executor import AsyncExecutor
 
 
 class AsyncReader(FetchReader, Protocol):

@@ -1,4 +1,4 @@
-"""Asyncio durable client sessions: what a session does is `durables.session_core`
+"""Asyncio durable client sessions: what a session does is `durables.sessions.core`
 (shared with the sync client), awaited here, with delivery on a task.
 
 Listeners may be plain objects (`on_event`, `after_region_live`) or have coroutine
@@ -14,14 +14,14 @@ from contextlib import nullcontext
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ..leases import Wait, wait_seconds
+from ..io.leases import Wait, wait_seconds
 from ..records import Interest, SessionInfo
-from ..session_core import ALL_KEYS, Overflow, SessionCore
-from ..session_delivery import DeliveryLoop
+from ..sessions.core import ALL_KEYS, Overflow, SessionCore
+from ..sessions.delivery import DeliveryLoop
 
 if TYPE_CHECKING:
     from ..events import Event
-    from .context import AsyncContext
+    from ..io.aio.context import AsyncContext
 
 
 class AsyncSessionListener(Protocol):
@@ -128,7 +128,7 @@ class AsyncSession(SessionCore):
 
 class AsyncDelivery(DeliveryLoop["AsyncContext"]):
     """The task that feeds one live session's listeners and caches: the delivery loop of
-    `durables.session_delivery`, awaited."""
+    `durables.sessions.delivery`, awaited."""
 
     def __init__(self, session: AsyncSession, interests: dict[str, Interest]) -> None:
         super().__init__(

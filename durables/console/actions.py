@@ -12,8 +12,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 import durables.aio as aio
-from durables.errors import ConfigError
-from durables.figures import ChannelFigures
+
+from ..errors import ConfigError
+from ..figures import ChannelFigures
 
 ACTIONS = ("purge", "delete-channel", "delete-durable", "replay", "close-session")
 

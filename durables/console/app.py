@@ -33,10 +33,9 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from durables.errors import ConnectionLostError, DurablesError
-from durables.server_health import parse_health
-from durables.urls import shown
-
+from ..errors import ConnectionLostError, DurablesError
+from ..server_health import parse_health
+from ..urls import shown
 from . import actions, incident, views
 from .live import Live
 

@@ -12,10 +12,9 @@ import time
 from collections.abc import Callable, Sequence
 from urllib.parse import urlencode
 
-from durables.figures import DurableFigures, Figures
-from durables.records import AuditEntry
-from durables.server_health import ServerHealth
-
+from ..figures import DurableFigures, Figures
+from ..records import AuditEntry
+from ..server_health import ServerHealth
 from .views import NONE, channel_href, esc, preview, table
 
 SORTS: dict[str, Callable[[tuple[str, DurableFigures, float, float]], object]] = {

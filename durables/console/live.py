@@ -21,8 +21,9 @@ from typing import Any
 from redis.exceptions import RedisError
 
 import durables.aio as aio
-from durables.errors import DurablesError
-from durables.figures import ChannelFigures, Figures
+
+from ..errors import DurablesError
+from ..figures import ChannelFigures, Figures
 
 log = logging.getLogger(__name__)
 

@@ -13,8 +13,8 @@ from collections.abc import Iterable, Sequence
 from html import escape
 from urllib.parse import quote, urlencode
 
-from durables.figures import ChannelFigures, DurableFigures, Figures, SessionFigures
-from durables.records import DeadLetter, Nack
+from ..figures import ChannelFigures, DurableFigures, Figures, SessionFigures
+from ..records import DeadLetter, Nack
 
 NONE = "\N{EN DASH}"
 """Shown where there is no value."""

@@ -1,6 +1,6 @@
 #!lua flags=allow-oom
 -- Attach a consumer to a shared or serial durable: it joins the round-robin ring last.
--- A consumer with a filter makes it the durable's store filter from now on (seed 004):
+-- A consumer with a filter makes it the durable's store filter from now on (Universal Messaging's shared durables):
 -- only events it matches are kept for the durable; earlier consumers keep their own.
 -- KEYS[1]  the channel's durables hash
 -- KEYS[2]  the durable's members hash (consumer id -> {"w": window, "ast": filter tree};

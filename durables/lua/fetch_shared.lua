@@ -12,7 +12,7 @@
 -- KEYS[1]  the channel's stream
 -- KEYS[2]  the channel's durables hash (name -> spec JSON with 'kind', 'ast', 'max_deliveries')
 -- KEYS[3]  the durable's members hash (consumer id -> {"w": window, "ast": own filter};
---          '_store' -> {"ast": store filter, "by": consumer id, "version": n}, seed 004)
+--          '_store' -> {"ast": store filter, "by": consumer id, "version": n}, Universal Messaging's shared durables)
 -- KEYS[4]  the durable's alive zset (consumer id -> lease expiry, server ms)
 -- KEYS[5]  the durable's ring list
 -- KEYS[6]  the durable's redo list

@@ -1,5 +1,5 @@
 #!lua flags=allow-oom
--- Housekeeping for ack-required events (seed 002: the non-acknowledgement is notified when
+-- Housekeeping for ack-required events (Diffusion's client reconnection: the non-acknowledgement is notified when
 -- the timeout expires): every session's event whose ack timeout has passed (its id's time
 -- plus its 'a' field, on the server's clock). One sent and not acknowledged (pending) is
 -- taken off the session's queue and recorded as a nack with reason 'timeout'. One not sent

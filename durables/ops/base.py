@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from ..replies import text
+from ..reply_parsers import text
 
 T = TypeVar("T")
 

@@ -7,7 +7,7 @@ from functools import lru_cache
 from typing import Any
 
 from .. import keys
-from ..errors import ChannelNotFound, DurablesError
+from ..errors import ChannelNotFoundError, DurablesError
 from ..events import SHAPE_DATA, SHAPE_PROPS, Batch, Event, event_from_entry
 from ..records import ChannelInfo
 from .base import Op, as_bool, command, text, texts
@@ -129,11 +129,11 @@ def info(k: keys.ChannelKeys) -> list[Op[Any]]:
 
 
 def parse_info(name: str, replies: Sequence[Any]) -> ChannelInfo:
-    """The ChannelInfo from the five replies of `info`; `ChannelNotFound` if it has no meta."""
+    """The ChannelInfo from the five replies of `info`; `ChannelNotFoundError` if it has no meta."""
     settings, length, first, last, durables = replies
     created_ms, ttl_ms, capacity, full, keyed = settings
     if created_ms is None:
-        raise ChannelNotFound(f"channel {name!r} does not exist")
+        raise ChannelNotFoundError(f"channel {name!r} does not exist")
     return ChannelInfo(
         name=name,
         length=int(length),

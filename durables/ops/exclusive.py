@@ -13,7 +13,7 @@ what came (`on_read`).
 
 Redelivery counts are ours (the PEL's count also rises on history reads): on a
 fresh attach every pending event counts one more delivery, except those rolled
-back (seed 003: count and flag unchanged) or read but never handed out.
+back (Universal Messaging's rollback keeps count and flag) or read but never handed out.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from redis.exceptions import ResponseError
 from .. import ids, keys
 from ..errors import LeaseLostError
 from ..events import Event, SeenMessages, event_from_entry
-from ..replies import error_word, streams_read
+from ..reply_parsers import error_word, streams_read
 from ..selector import Selector
 from ..verdicts import translate
 from .base import Op, as_bool, command, script
@@ -164,7 +164,7 @@ class ExclusiveCursor:
 
     def on_read(self, replies: Sequence[Any]) -> tuple[list[Event], bool]:
         """(events, again): `again` when the inherited history is done and the new events
-        should be read at once. `replies` are those of `read()`'s operations."""
+        should be read at once. `reply_parsers` are those of `read()`'s operations."""
         self._in_flight = None
         entries = replies[-1]
         if self.cursor != ">":  # own pending events first (a takeover's inheritance)

@@ -13,7 +13,7 @@ from typing import Any
 from .. import ids, keys
 from ..events import Event, SeenMessages, event_from_entry
 from ..records import Interest, Nack, SessionRecord
-from ..replies import streams_read
+from ..reply_parsers import streams_read
 from .base import Op, as_bool, as_int, command, script, text, texts
 
 MAX_ALERTS = 1000
@@ -342,7 +342,8 @@ class Opening:
 
 
 def opening(session_id: str, found: SessionRecord | None, now_ms: int, timeout_ms: int) -> Opening:
-    """Resume `found` within its timeout, else start anew (seed 000); times are the server's."""
+    """Resume `found` within its timeout, else start anew (GemFire's durable-client
+    timeout); times are the server's."""
     resumed = found is not None and not found.expired(now_ms)
     if found is None or not resumed:
         plan = Opening(False, SessionRecord(session_id, timeout_ms, now_ms, now_ms), found)
@@ -358,7 +359,7 @@ def opening(session_id: str, found: SessionRecord | None, now_ms: int, timeout_m
 
 def carried_over(interests: Mapping[str, Interest], record: SessionRecord) -> dict[str, Interest]:
     """After the keep-alive passed while away: the interests the new session takes on
-    (seed 002: "a normal new connection ... with the same topic set")."""
+    (Diffusion's client reconnection: "a normal new connection ... with the same topic set")."""
     return {c: i for c, i in interests.items() if i.durable or c in record.interests}
 
 

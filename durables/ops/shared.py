@@ -37,7 +37,7 @@ from typing import Any, cast
 
 from .. import keys
 from ..events import Event, SeenMessages, event_from_entry
-from ..replies import entries_read, text
+from ..reply_parsers import entries_read, text
 from ..selector import Selector
 from .base import Op, as_bool, as_int, command, script
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from .datasource import DurablesDataSource
-from .errors import SinkCommitError
+from .reporting import SinkCommitError
 from .schema import SOURCE_SCHEMA
 
 if TYPE_CHECKING:

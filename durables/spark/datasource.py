@@ -11,8 +11,8 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from .errors import plain_errors
 from .options import read_options, write_options
+from .reporting import plain_errors
 from .schema import SOURCE_SCHEMA
 from .sink import BatchWriter, StreamWriter
 from .source import BatchReader, StreamReader

@@ -30,8 +30,8 @@ from pyspark.sql.types import StructType
 
 from ..events import Encoded, encode_event
 from . import store
-from .errors import plain_errors
 from .options import Connection, WriteOptions
+from .reporting import plain_errors
 from .schema import SinkColumns, sink_columns
 
 

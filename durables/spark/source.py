@@ -34,13 +34,13 @@ from pyspark.sql.streaming.datasource import (
 
 from ..client import Client
 from ..durable import Durable
-from ..errors import ConfigError, DurableNotFound
+from ..errors import ConfigError, DurableNotFoundError
 from ..selector import compile_filter
 from . import store
 from .columns import entries_batch, id_key
-from .errors import plain_errors
 from .options import Connection, ReadOptions
 from .ranges import FIRST_ID, IdRange, after, is_after, split, tasks_for
+from .reporting import plain_errors
 
 PLAN_SLICE = 10_000
 """Events handed out per plan script call when Spark asks for everything available: keeps
@@ -138,7 +138,7 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         channel = client.channel(self.options.connection.channel)
         try:
             durable = channel.get_durable(self.durable_name)
-        except DurableNotFound:
+        except DurableNotFoundError:
             return channel.durable(
                 self.durable_name,
                 kind=self.options.kind or "exclusive",

@@ -15,16 +15,16 @@ from redis.exceptions import ResponseError
 from ..errors import DurablesError
 from ..events import Encoded
 from ..ids import previous
-from ..leases import Lease
+from ..io.leases import Lease
 from ..ops.base import Op, as_bool, as_int, command, script
-from ..replies import error_word, text
+from ..reply_parsers import error_word, text
 from ..scripts import names_in
-from .errors import SinkCommitError
+from .reporting import SinkCommitError
 
 if TYPE_CHECKING:
     from ..client import Client
     from ..durable import Durable
-    from ..executor import Executor
+    from ..io.executor import Executor
     from .ranges import IdRange
 
 SCRIPTS = names_in("spark")

@@ -41,7 +41,7 @@ local function serial_room(order, room, busy)
 end
 
 -- Up to `want` events to deal: handed-back ones first (those past max_deliveries are buried
--- instead), then new ones the durable's filter and the store filter (seed 004) accept; the
+-- instead), then new ones the durable's filter and the store filter (Universal Messaging's shared durables) accept; the
 -- rest are acknowledged and dropped. Returns the picks and how many were buried.
 local function pick(d, spec, store, want)
   local picks, buried, limit = {}, 0, tonumber(spec['max_deliveries'])

@@ -6,7 +6,7 @@
 --   d.stream   the channel's stream
 --   d.group    the durable's name (its consumer group)
 --   d.members  hash: consumer id -> {"w": window, "ast": own filter tree or null};
---              '_store' -> {"ast": store filter, "by": consumer id, "version": n} (seed 004)
+--              '_store' -> {"ast": store filter, "by": consumer id, "version": n} (Universal Messaging's shared durables)
 --   d.alive    zset: consumer id -> lease expiry (server ms)
 --   d.ring     list: consumer ids in round-robin order, next to deal first
 --   d.bell     stream (MAXLEN 1) the members block on, rung when events move to them
@@ -72,7 +72,7 @@ local function remove_member(d, consumer)
   end
 end
 
--- The store filter (seed 004): {ast = tree or null, by = consumer id, version = n};
+-- The store filter (Universal Messaging's shared durables): {ast = tree or null, by = consumer id, version = n};
 -- version 0 by '' while no consumer has set one.
 local function store_filter(d)
   local raw = redis.call('HGET', d.members, '_store')

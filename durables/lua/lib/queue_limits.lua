@@ -1,5 +1,5 @@
 -- Library (`--@include queue_limits`, after `clock` and `groups`): the queue limits of
--- durable client sessions on one channel (seed 002). A session's queue on the channel is its group's
+-- durable client sessions on one channel (Diffusion's client reconnection). A session's queue on the channel is its group's
 -- unread events plus its pending ones. Its limit is `max` while it
 -- is live; while away (its consumer idle longer than its lease) it is `dmax` when that is
 -- larger, and after it is back the larger limit stays until the queue has drained to 80 %

@@ -32,9 +32,9 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
+from ..errors import ConfigError, ServerError
 from . import processes
-from .errors import ConfigError, ServerError
-from .server_setup import HOST, free_port, log_tail, server_config
+from .config import HOST, free_port, log_tail, server_config
 
 __all__ = ["EmbeddedServer", "Fsync", "ServerStatus", "server_config"]
 

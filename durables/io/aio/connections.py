@@ -1,11 +1,11 @@
-"""`durables.direct` for the asyncio client: commands straight over connections of a
+"""`durables.io.connections` for the asyncio client: commands straight over connections of a
 redis-py asyncio client, without its per-call layers (its retry wrapper, observability
 hooks, event dispatch, the pool's locked bookkeeping).
 
 The connections are made by the client's pool (so they connect as its own do: TLS,
 credentials, a Sentinel's current primary) and kept on a free list of ours; replies are
 read through the client's own `parse_response`; commands are packed as the sync ones
-are (`durables.direct.pack`). One event loop uses them, so the list
+are (`durables.io.connections.pack`). One event loop uses them, so the list
 needs no lock.
 """
 
@@ -21,8 +21,8 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from ..direct import pack, pack_all
-from ..replies import kept
+from ...reply_parsers import kept
+from ..connections import pack, pack_all
 
 Conn = Any
 """A redis-py asyncio connection (`redis.asyncio.connection.AbstractConnection`, whose

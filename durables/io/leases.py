@@ -21,7 +21,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
 
-from .errors import (
+from ..errors import (
     AccessDeniedError,
     ConfigError,
     DurableInUseError,
@@ -30,10 +30,10 @@ from .errors import (
     SessionInUseError,
     SlotMovingError,
 )
-from .ops import server as server_ops
-from .ops.base import Op, command
-from .ops.flows import Flow, call, send
-from .server_health import ServerWatch
+from ..ops import server_info as server_ops
+from ..ops.base import Op, command
+from ..ops.flows import Flow, call, send
+from ..server_health import ServerWatch
 
 if TYPE_CHECKING:
     from .executor import Executor

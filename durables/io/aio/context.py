@@ -1,4 +1,4 @@
-"""What every asyncio object below the client is handed: `durables.context.BaseContext`
+"""What every asyncio object below the client is handed: `durables.io.context.BaseContext`
 with the asyncio executor and runtime (the same settings, clock and key layout)."""
 
 from __future__ import annotations

@@ -57,8 +57,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
-from durables.selector_ast import Evaluator, Node, Properties
-from durables.selector_parser import parse_tree
+from .parser import parse_tree
+from .tree import Evaluator, Node, Properties
 
 __all__ = ["Selector", "compile_filter", "parse"]
 

@@ -11,7 +11,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from .errors import ServerError
+from ..errors import ServerError
 
 _POLL_S = 0.05
 _KILL_WAIT_S = 5.0

@@ -2,7 +2,7 @@
 
 The same URLs (`redis://`, `rediss://`, `redis+sentinel://`, `redis+cluster://`), opened
 with redis-py's asyncio clients (hiredis parses replies when installed): a cluster's reads
-its slot map at the first command (`durables.aio.cluster`). One retry policy: the executor's.
+its slot map at the first command (`durables.io.aio.cluster`). One retry policy: the executor's.
 """
 
 from __future__ import annotations
@@ -16,11 +16,11 @@ from redis.asyncio.sentinel import Sentinel, SentinelConnectionPool
 from redis.backoff import NoBackoff
 from redis.exceptions import RedisClusterException
 
-from .. import memory
-from ..errors import ConfigError
-from ..replies import AS_SENT, as_sent
+from ... import memory
+from ...errors import ConfigError
+from ...reply_parsers import AS_SENT, as_sent
+from ...urls import ServerUrl, parse_url
 from ..transport import reading_as_sent
-from ..urls import ServerUrl, parse_url
 from . import cluster
 from .cluster import AsyncServer
 

@@ -12,22 +12,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final, Literal
 
-from durables.errors import SelectorError
-from durables.selector_ast import (
-    Arith,
-    Compare,
-    In,
-    IsNull,
-    Key,
-    Like,
-    Lit,
-    Logic,
-    Node,
-    Not,
-    Prop,
-    like_matcher,
-)
-from durables.selector_lexer import MAX_LENGTH, Lexer, Token
+from ..errors import SelectorError
+from .lexer import MAX_LENGTH, Lexer, Token
+from .tree import Arith, Compare, In, IsNull, Key, Like, Lit, Logic, Node, Not, Prop, like_matcher
 
 MAX_DEPTH: Final = 64
 """Deepest nesting accepted; each operator and each pair of parentheses is a level."""

@@ -7,7 +7,7 @@ transport only knows how to open a redis-py client for its URL. A standalone ser
 asks the sentinels again, through redis-py's Sentinel connection pool, and a demoted
 primary's READONLY reply is a lost connection there too. Or a Redis Cluster
 (`redis+cluster://h1:p1[,h2:p2]`): redis-py's `RedisCluster` finds every node from the
-hosts given and routes each command by its key's slot; `durables.cluster` holds what the
+hosts given and routes each command by its key's slot; `durables.io.cluster` holds what the
 executor does differently there.
 """
 
@@ -25,11 +25,11 @@ from redis.exceptions import RedisClusterException, RedisError
 from redis.retry import Retry
 from redis.sentinel import Sentinel
 
-from . import memory
+from .. import memory
+from ..errors import ConfigError, ConnectionLostError
+from ..reply_parsers import AS_SENT, as_sent
+from ..urls import ServerUrl, parse_url
 from .cluster import Server
-from .errors import ConfigError, ConnectionLostError
-from .replies import AS_SENT, as_sent
-from .urls import ServerUrl, parse_url
 
 R = TypeVar("R", redis.Redis, aioredis.Redis)
 
@@ -54,7 +54,7 @@ def _standalone(url: ServerUrl, options: dict[str, Any]) -> redis.Redis:
 
 
 def reading_as_sent(client: R) -> R:
-    """`client`, its stream reads left unparsed for our parsers (`replies.AS_SENT`)."""
+    """`client`, its stream reads left unparsed for our parsers (`reply_parsers.AS_SENT`)."""
     for name in AS_SENT:
         client.set_response_callback(name, as_sent)
     return client

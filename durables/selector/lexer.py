@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass
 from typing import Final, Literal
 
-from durables.errors import SelectorError
+from ..errors import SelectorError
 
 MAX_LENGTH: Final = 4096
 """Longest expression accepted, in characters."""

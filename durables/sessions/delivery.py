@@ -1,4 +1,4 @@
-"""Delivering a session's events: replay up to the marker, then live (seed 000).
+"""Delivering a session's events: replay up to the marker, then live (GemFire's durable clients).
 
 One background thread (a task in the asyncio client) reads every interested channel
 through the session's consumer group. Events up to a channel's marker were queued while the session
@@ -21,25 +21,25 @@ from dataclasses import dataclass
 from inspect import isawaitable
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
-from .context import BaseContext, Context
-from .errors import (
+from ..errors import (
     ConfigError,
     ConnectionLostError,
-    DurableNotFound,
+    DurableNotFoundError,
     DurablesError,
     SlotMovingError,
 )
-from .ops import sessions as ops
-from .ops.channels import wait_replicas
-from .ops.flows import Flow, awaited, recover, run, send
-from .ops.sessions import SessionCursors, interest_matches
+from ..io.context import BaseContext, Context
+from ..ops import sessions as ops
+from ..ops.channels import wait_replicas
+from ..ops.flows import Flow, awaited, recover, run, send
+from ..ops.sessions import SessionCursors, interest_matches
 
 if TYPE_CHECKING:
-    from .cache import LocalCache
-    from .events import Event
-    from .ops.base import Op
-    from .ops.sessions import Batch
-    from .records import Interest
+    from ..cache import LocalCache
+    from ..events import Event
+    from ..ops.base import Op
+    from ..ops.sessions import Batch
+    from ..records import Interest
 
 log = logging.getLogger(__name__)
 
@@ -151,7 +151,7 @@ class DeliveryLoop(ABC, Generic[C]):
                     self.cursors.restart()  # read what was in flight again, still connected
                 except ConnectionLostError:
                     yield from self._ride_out()
-                except DurableNotFound:  # a queue is gone: closed by an overflow, or expired
+                except DurableNotFoundError:  # a queue is gone: closed by an overflow, or expired
                     if not (yield from self._queue_gone()):
                         raise  # (expired: the session is away, and comes back anew)
             yield from self.flushing_acks()

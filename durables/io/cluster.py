@@ -13,8 +13,8 @@ touches one slot and redis-py's `RedisCluster` routes it unchanged. What spans s
 - "does the server answer": every primary answers and says `cluster_state:ok` (while a
   shard's primary is down and not yet replaced the cluster refuses every command).
 
-The decisions are `durables.routing`'s, shared with the asyncio client
-(`durables.aio.cluster`); here they are carried out on redis-py's sync cluster client.
+The decisions are `durables.io.routing`'s, shared with the asyncio client
+(`durables.io.aio.cluster`); here they are carried out on redis-py's sync cluster client.
 """
 
 from __future__ import annotations
@@ -29,10 +29,10 @@ from redis.cluster import RedisCluster
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisClusterException, RedisError
 
+from ..ops.flows import walk
+from ..reply_parsers import kept
 from . import routing
-from .direct import wake_pool
-from .ops.flows import walk
-from .replies import kept
+from .connections import wake_pool
 
 T = TypeVar("T")
 Server: TypeAlias = "redis.Redis | RedisCluster"
@@ -146,7 +146,7 @@ def answers(server: RedisCluster) -> bool:
 
 def disconnect(server: RedisCluster, *, inuse_connections: bool) -> None:
     """Close the idle connections of every node's pool; with `inuse_connections` wake
-    the busy ones (`direct.wake`: their threads close them)."""
+    the busy ones (`connections.wake`: their threads close them)."""
     for node in server.get_nodes():  # type: ignore[no-untyped-call]
         if node.redis_connection is None:
             continue

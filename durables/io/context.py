@@ -14,14 +14,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
-from . import keys
-from .producers import Producer
+from .. import keys
+from ..producers import Producer
 
 if TYPE_CHECKING:
+    from ..settings import Settings
     from .executor import Executor
     from .leases import Lease
     from .runtime import Runtime
-    from .settings import Settings
 
 
 class Epochs(Protocol):

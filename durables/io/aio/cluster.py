@@ -1,7 +1,7 @@
-"""Redis Cluster for the asyncio client: the sync client's decisions (`durables.routing`),
+"""Redis Cluster for the asyncio client: the sync client's decisions (`durables.io.routing`),
 awaited on redis-py's asyncio `RedisCluster`.
 
-The same behaviour as `durables.cluster`: a pipeline goes as one pipeline per node on that
+The same behaviour as `durables.io.cluster`: a pipeline goes as one pipeline per node on that
 node's own connection (never redis-py's cluster pipeline, which sends again after a lost
 connection), a multi-slot `XREADGROUP` is read slot by slot, scripts are loaded on every
 primary, and the server answers when every primary answers with `cluster_state:ok`.
@@ -24,11 +24,11 @@ import redis.asyncio as aioredis
 from redis.asyncio.cluster import ClusterNode, PipelineCommand, RedisCluster
 from redis.exceptions import RedisClusterException, RedisError
 
+from ...ops.flows import walk_awaited
+from ...reply_parsers import kept
+from ...verdicts import BROKEN
 from .. import routing
-from ..ops.flows import walk_awaited
-from ..replies import kept
-from ..verdicts import BROKEN
-from .direct import closed_is_lost
+from .connections import closed_is_lost
 
 T = TypeVar("T")
 AsyncServer: TypeAlias = "aioredis.Redis | RedisCluster"

@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 from typing import Protocol
 
-from .errors import ChannelNotFound, DurablesError
+from ..errors import ChannelNotFoundError, DurablesError
 from .leases import Heartbeat
 
 log = logging.getLogger(__name__)
@@ -67,7 +67,7 @@ class Housekeeper:
     def _trim_quietly(self, channel: str) -> None:
         try:
             self._trim(channel)
-        except ChannelNotFound:
+        except ChannelNotFoundError:
             pass  # deleted meanwhile: nothing to trim
         except DurablesError as exc:  # opportunistic: the next round tries again
             log.debug("housekeeping %r failed: %s", channel, exc)

@@ -1,6 +1,6 @@
 """Redis Cluster routing, decided without I/O, for both clients.
 
-The sync client (`durables.cluster`) and the asyncio client (`durables.aio.cluster`) make
+The sync client (`durables.io.cluster`) and the asyncio client (`durables.io.aio.cluster`) make
 the same decisions on a cluster; they are here, once:
 
 - that a reply meaning an outage or a moving slot (`verdicts.transient`) is raised, not
@@ -30,8 +30,8 @@ from redis.crc import key_slot
 from redis.exceptions import AskError, RedisClusterException, ResponseError
 from redis.exceptions import ConnectionError as RedisConnectionError
 
-from .replies import kept
-from .verdicts import transient
+from ..reply_parsers import kept
+from ..verdicts import transient
 
 T = TypeVar("T")
 N = TypeVar("N", bound=Hashable)

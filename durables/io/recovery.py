@@ -22,9 +22,9 @@ from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
-from .errors import ClientClosedError, ConnectionLostError, SlotMovingError
+from ..errors import ClientClosedError, ConnectionLostError, SlotMovingError
 
-log = logging.getLogger("durables.executor")
+log = logging.getLogger("durables.io.executor")
 State = Literal["connected", "reconnecting", "closed"]
 StateListener = Callable[[str, str], object]
 FIRST_BACKOFF_S = 0.05

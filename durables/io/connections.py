@@ -32,7 +32,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from .replies import kept
+from ..reply_parsers import kept
 
 Conn = Any
 """A redis-py connection (`redis.connection.AbstractConnection`, whose methods are untyped)."""

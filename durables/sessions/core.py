@@ -4,7 +4,7 @@ Opening or resuming a session, its live lease, its queues and their limits, inte
 publishing through it, resuming after an outage, closing: each a sequence of round trips
 with decisions between them, written once as flows (`ops.flows`). `durables.Session`
 drives them blocking, `durables.aio.AsyncSession` awaiting; each adds only its delivery
-(a thread or a task over `session_delivery.DeliveryLoop`) and its front methods.
+(a thread or a task over `sessions.delivery.DeliveryLoop`) and its front methods.
 """
 
 from __future__ import annotations
@@ -19,30 +19,30 @@ from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-from . import names
-from . import session_store as store
-from .cache import LocalCache
-from .errors import (
+from .. import names
+from ..cache import LocalCache
+from ..errors import (
     AccessDeniedError,
-    ChannelNotFound,
+    ChannelNotFoundError,
     ConfigError,
     ConnectionLostError,
     DurablesError,
     SessionInUseError,
     UnconnectedError,
 )
-from .events import Batch, Encoded, check_key, encode_data, encode_event, tombstone
-from .leases import Lease, waiting_out
-from .ops import channels as channel_ops
-from .ops import sessions as ops
-from .ops.flows import Flow, call, run, send
-from .ops.sessions import interest_matches
-from .publishing import publish_encoded
-from .records import Interest, SessionInfo, SessionRecord
-from .session_delivery import DeliveryLoop, as_listener
+from ..events import Batch, Encoded, check_key, encode_data, encode_event, tombstone
+from ..io.leases import Lease, waiting_out
+from ..ops import channels as channel_ops
+from ..ops import sessions as ops
+from ..ops.flows import Flow, call, run, send
+from ..ops.sessions import interest_matches
+from ..publishing import publish_encoded
+from ..records import Interest, SessionInfo, SessionRecord
+from . import store
+from .delivery import DeliveryLoop, as_listener
 
 if TYPE_CHECKING:
-    from .context import BaseContext
+    from ..io.context import BaseContext
 
 log = logging.getLogger("durables.session")
 
@@ -138,7 +138,7 @@ class SessionCore:
         try:
             self.resumed, self.record = yield from self._open(self._timeout_ms)
             if self.resumed and (yield from store.closed_while_away(self.ctx, self.record)):
-                # seed 000: as after a timeout, "treat it as a new client"
+                # GemFire's durable clients: as after a timeout, "treat it as a new client"
                 self.resumed, self.record = yield from self._open(self._timeout_ms)
         except BaseException:
             yield from self._release_live_lease()
@@ -282,8 +282,9 @@ class SessionCore:
     def resuming(self) -> Flow[None]:
         """The server answers again: be the live client again, and go on with the same
         session if its keep-alive has not passed, else with a new one with the same
-        interests (seed 002: "a normal new connection ... with the same topic set"). If
-        another client opened the session meanwhile, it is that client's: this one is
+        interests (Diffusion's reconnection rule: "a normal new connection ... with the same
+        topic set"). If another client opened the session meanwhile, it is that client's: this
+        one is
         closed (`SessionInUseError`). A second resumer (the delivery and the application at
         once) waits for the first (and tries itself if that one failed), with no lock held
         across the round trips."""
@@ -359,7 +360,7 @@ class SessionCore:
         interest = _interest(channel, keys, regex, durable)
         k = self.ctx.keys(channel)
         if not (yield from run(channel_ops.exists(k))):
-            raise ChannelNotFound(f"channel {channel!r} does not exist")
+            raise ChannelNotFoundError(f"channel {channel!r} does not exist")
         yield from run(ops.join(k, self.id))  # registered before: keeps its queue
         self.record.interests[channel] = interest
         yield from store.save(self.ctx, self.record)

@@ -12,13 +12,13 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
-from .errors import ServerFullError
-from .ops import sessions as ops
-from .ops.flows import Flow, run, send
-from .records import Interest, SessionRecord
+from ..errors import ServerFullError
+from ..ops import sessions as ops
+from ..ops.flows import Flow, run, send
+from ..records import Interest, SessionRecord
 
 if TYPE_CHECKING:
-    from .context import BaseContext
+    from ..io.context import BaseContext
 
 log = logging.getLogger(__name__)
 MAX_ALERTS = ops.MAX_ALERTS

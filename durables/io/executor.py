@@ -7,7 +7,7 @@ into our error by what it means (`durables.verdicts`), and reconnection: after a
 connection, a timeout or a server restart, calls wait (exponential backoff with jitter,
 probing with a short timeout) until the server answers again, for at most
 `reconnect_timeout_s` from the start of the outage; then the state is "closed" and they
-raise. The loop that sends again is `link.attempts`, which the asyncio executor drives
+raise. The loop that sends again is `recovery.attempts`, which the asyncio executor drives
 too.
 
 Each reconnection increments `epoch`: readers that kept a position on the server
@@ -26,17 +26,18 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from redis.exceptions import NoScriptError, RedisError, ResponseError
 
-from . import cluster, scripts
-from .direct import Connections, wake_pool
-from .errors import ConnectionLostError
-from .link import Attempt, Link, Moves, Pause, State, StateListener, Step, attempts
-from .ops.flows import Effect, Flow, Recover, Send, walk
-from .replies import error_word, kept
-from .verdicts import error_for
+from .. import scripts
+from ..errors import ConnectionLostError
+from ..ops.flows import Effect, Flow, Recover, Send, walk
+from ..reply_parsers import error_word, kept
+from ..verdicts import error_for
+from . import cluster
+from .connections import Connections, wake_pool
+from .recovery import Attempt, Link, Moves, Pause, State, StateListener, Step, attempts
 
 if TYPE_CHECKING:
+    from ..ops.base import Op
     from .cluster import Server
-    from .ops.base import Op
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -111,7 +112,7 @@ class Executor:
         """Send one operation and parse its reply; our errors for error replies.
 
         With `retry`, a lost connection is waited out (see `recover`) and the operation
-        sent again; without, `ConnectionLostError` is raised at once (`link.attempts`).
+        sent again; without, `ConnectionLostError` is raised at once (`recovery.attempts`).
         """
         self.link.check_open()
         if self.link.connected:  # the way almost every call goes: once, no plan
@@ -144,7 +145,7 @@ class Executor:
         context: str,
         failed: ConnectionLostError | None = None,
     ) -> Any:
-        """`once` through an outage or a moving slot: `link.attempts`, carried out blocking."""
+        """`once` through an outage or a moving slot: `recovery.attempts`, carried out blocking."""
         plan = attempts(self.link, self.moves, retry, context, failed)
         return walk(plan, functools.partial(self._step, once))
 
@@ -315,7 +316,7 @@ class Executor:
 
     def _disconnect(self, *, inuse_connections: bool) -> None:
         """Idle connections closed; with `inuse_connections` the busy ones woken, not
-        closed (`direct.wake`: their threads close them)."""
+        closed (`connections.wake`: their threads close them)."""
         if isinstance(self.redis, cluster.RedisCluster):
             cluster.disconnect(self.redis, inuse_connections=inuse_connections)
         elif inuse_connections:

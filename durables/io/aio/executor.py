@@ -1,12 +1,12 @@
 """The asyncio executor: the one place the asyncio client talks to the server.
 
-The same contract as `durables.executor.Executor`, awaited: the same wire form of every
+The same contract as `durables.io.executor.Executor`, awaited: the same wire form of every
 operation (`executor.wire`), the same parsing and error translation (`executor.parse_all`),
 EVALSHA with a reload after NOSCRIPT, pipelines for several operations, and the same
 outage behaviour: `run` waits an outage out (backoff with jitter, probing with a short
 timeout) for `reconnect_timeout_s`, then the state is "closed"; every reconnection loads
 the scripts again and increments `epoch`, so readers attach again. On a cluster it calls
-`durables.aio.cluster` for the few things that differ, as the sync executor does.
+`durables.io.aio.cluster` for the few things that differ, as the sync executor does.
 """
 
 from __future__ import annotations
@@ -21,18 +21,18 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from redis.exceptions import NoScriptError, RedisError, ResponseError
 
-from .. import scripts
-from ..errors import ConnectionLostError
+from ... import scripts
+from ...errors import ConnectionLostError
+from ...ops.flows import Effect, Flow, Recover, Send, walk_awaited
+from ...reply_parsers import kept
+from ...verdicts import error_for, meaning
 from ..executor import parse_all, wire
-from ..link import Attempt, Link, Moves, Pause, State, StateListener, Step, attempts
-from ..ops.flows import Effect, Flow, Recover, Send, walk_awaited
-from ..replies import kept
-from ..verdicts import error_for, meaning
+from ..recovery import Attempt, Link, Moves, Pause, State, StateListener, Step, attempts
 from . import cluster, transport
-from .direct import AsyncConnections
+from .connections import AsyncConnections
 
 if TYPE_CHECKING:
-    from ..ops.base import Op
+    from ...ops.base import Op
     from .cluster import AsyncServer
 
 log = logging.getLogger(__name__)
@@ -93,7 +93,7 @@ class AsyncExecutor:
         return replies
 
     def _step(self, ops: Sequence[Op[Any]], step: Step) -> Any:
-        """A step of `link.attempts`, under way (a coroutine). While a slot moves the slot
+        """A step of `recovery.attempts`, under way (a coroutine). While a slot moves the slot
         map is not read again here: redis-py's asyncio cluster client marks every node's
         connections for reconnection at each reading of it (in-flight reads then break, a
         reconnection each), and it learns a slot's new node from the MOVED reply itself."""

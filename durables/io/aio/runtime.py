@@ -1,4 +1,4 @@
-"""The tasks an asyncio client owns, and the order they stop in (as `durables.runtime`).
+"""The tasks an asyncio client owns, and the order they stop in (as `durables.io.runtime`).
 
 Subscriptions and session deliveries call listeners; the housekeeper trims channels this
 client used; the heartbeat renews every lease (the same `Lease` records as the sync
@@ -14,10 +14,10 @@ from collections.abc import Awaitable, Callable
 from contextlib import nullcontext
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ..errors import ChannelNotFound, DurablesError
+from ...errors import ChannelNotFoundError, DurablesError
+from ...server_health import ServerWatch
 from ..leases import Beats, Lease
 from ..runtime import MIN_ROUND_S
-from ..server_health import ServerWatch
 
 if TYPE_CHECKING:
     from .executor import AsyncExecutor
@@ -125,7 +125,7 @@ class AsyncHousekeeper:
     async def _trim_quietly(self, channel: str) -> None:
         try:
             await self._trim(channel)
-        except ChannelNotFound:
+        except ChannelNotFoundError:
             pass
         except DurablesError as exc:  # opportunistic: the next round tries again
             log.debug("housekeeping %r failed: %s", channel, exc)
@@ -143,7 +143,7 @@ class AsyncDeferring(Protocol):
 class AsyncAckFlusher:
     """Sends deferred acknowledgements that no read carried out within `interval_s`
     (`ack_flush_interval_s`), each owner's from a task of its own; `close()` sends what is
-    left (as `durables.runtime.AckFlusher`)."""
+    left (as `durables.io.runtime.AckFlusher`)."""
 
     def __init__(self, interval_s: float) -> None:
         self.interval_s = interval_s
