@@ -2,16 +2,10 @@
 
 from __future__ import annotations
 
-import importlib
-from collections.abc import Callable
-from typing import cast
-
 import click
 
-from . import exits, output
 from .context import State, pass_state
-
-DemoRun = Callable[..., int]
+from .tour import run
 
 
 @click.command("demo")
@@ -24,11 +18,4 @@ def demo(ctx: click.Context, state: State, events: int) -> None:
     Publishes events and consumes them with each kind of durable, explaining as
     it goes.
     """
-    try:
-        module = importlib.import_module("durables.demo")  # lazily: only this command needs it
-    except ModuleNotFoundError as exc:
-        if exc.name != "durables.demo":
-            raise
-        output.fail("this version of durables has no demo", exits.ERROR)
-    run = cast(DemoRun, module.run)
     ctx.exit(run(state.url, state.namespace, events=events))

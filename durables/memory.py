@@ -7,7 +7,10 @@ it, and it lives as long as the process (or until `drop`).
 
 It plugs in under redis-py, as a connection class: the library packs its commands itself
 and writes them to the connection's socket, and fakeredis's socket runs each command as it
-is written. What fakeredis lacks is bridged here and only here:
+is written. It is built on fakeredis's private modules and methods: pyproject pins
+fakeredis to the releases they are tested on, and tests/test_fakeredis_surface.py fails on
+the first release that moves, renames or reshapes one. What fakeredis lacks is bridged here
+and only here:
 
 - `INFO` answers a server section of its own (the version check at connect) and the
   commands' call counts (`commandstats`, a script's own calls included, as on a server);

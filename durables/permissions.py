@@ -1,6 +1,8 @@
 """The least-privilege ACL user: every command durables sends, and nothing else.
 
-The scripts' commands are read from their text (`scripts.commands_of`); the rest are those
+The scripts' commands are read from their text (`scripts.commands_of`), the Spark
+connector's scripts included: one user serves an application and its Spark queries alike
+(their commands are the library's, so the list is the same either way). The rest are those
 the library, the CLI, the metrics, the console and the Spark connector send themselves,
 and those redis-py sends to open a connection or to learn a cluster's slot map. Pure: the
 docs print `acl_rules()` and the TLS test pass runs as a user with exactly these.
@@ -33,7 +35,7 @@ pytest plugin's clean-up)."""
 def commands() -> list[str]:
     """Every command a durables user needs, sorted (ACL names: `xgroup|create`)."""
     found = {*CONNECTION, *SCRIPTING, *SERVER, *CLUSTER, *SENT}
-    for name in scripts.NAMES:
+    for name in (*scripts.NAMES, *scripts.names_in("spark")):
         found.update(scripts.commands_of(name))
     return sorted(found)
 

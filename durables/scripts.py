@@ -1,4 +1,10 @@
-"""The Lua scripts of `durables/lua/`: their text and SHA1, computed once, no I/O.
+"""The Lua scripts: their text and SHA1, computed once, no I/O.
+
+The library's own scripts are `durables/lua/<name>.lua`, named `<name>` (`NAMES`: the
+executor loads them at connect). A connector built on the library keeps its scripts beside
+its code, `durables/<package>/lua/<name>.lua`, named `<package>/<name>` (`names_in`): the
+connector has the executor load them when it first runs one (`Executor.add_scripts`), so a
+client that never uses it never loads them.
 
 A script may pull in a library from `lua/lib/` with a line `--@include NAME`;
 the text is spliced in at load time (Lua scripts cannot import), so each script
@@ -18,6 +24,7 @@ import hashlib
 import re
 from functools import cache
 from importlib.resources import files
+from importlib.resources.abc import Traversable
 
 NAMES = (
     "publish",
@@ -49,9 +56,6 @@ NAMES = (
     "nack_expired",
     "session_queue",
     "leave_session",
-    "spark_plan",
-    "spark_ack",
-    "spark_commit",
     "save_record",
     "add_members",
 )
@@ -62,11 +66,28 @@ FUNCTION = re.compile(r"local function ([A-Za-z_]\w*)\(")
 """A top-level function of a script or library: it starts a line, its `end` starts one too."""
 
 
+def _file(name: str) -> Traversable:
+    """Where script `name` is: `lua/<name>.lua`, or `<package>/lua/<name>.lua` for a
+    connector's `<package>/<name>`."""
+    package, _, base = name.rpartition("/")
+    folder = files("durables") / package if package else files("durables")
+    return folder / "lua" / f"{base}.lua"
+
+
+def names_in(package: str) -> tuple[str, ...]:
+    """The scripts of a connector's package (`spark`): `<package>/<name>` for each
+    `durables/<package>/lua/<name>.lua`, sorted. Read as data: the package is not imported
+    (Spark's imports pyspark)."""
+    folder = files("durables") / package / "lua"
+    found = (item.name for item in folder.iterdir() if item.name.endswith(".lua"))
+    return tuple(sorted(f"{package}/{stem.removesuffix('.lua')}" for stem in found))
+
+
 @cache
 def source(name: str) -> str:
-    """The text of `lua/<name>.lua`, read from the installed package, libraries spliced in,
-    top-level functions nothing calls left out."""
-    text = (files("durables") / "lua" / f"{name}.lua").read_text(encoding="utf-8")
+    """The text of script `name` (`_file`), read from the installed package, libraries
+    spliced in, top-level functions nothing calls left out."""
+    text = _file(name).read_text(encoding="utf-8")
     return unused_dropped(
         "".join(
             library(line.removeprefix(INCLUDE).strip()) if line.startswith(INCLUDE) else line
@@ -138,4 +159,4 @@ def sha(name: str) -> str:
     return hashlib.sha1(source(name).encode("utf-8")).hexdigest()
 
 
-__all__ = ["NAMES", "commands_of", "library", "sha", "source"]
+__all__ = ["NAMES", "commands_of", "library", "names_in", "sha", "source"]

@@ -18,6 +18,7 @@ from click.testing import CliRunner, Result
 CLI: click.Group = importlib.import_module("durables_cli.main").cli
 exits: Any = importlib.import_module("durables_cli.exits")
 property_value: Any = importlib.import_module("durables_cli.channels").property_value
+tour: Any = importlib.import_module("durables_cli.tour")  # what `durables demo` runs
 
 SCRIPT = Path(sys.executable).parent / "durables"
 LINE_TIMEOUT_S = 20.0

@@ -11,6 +11,7 @@ from urllib.parse import urlparse
 import pytest
 
 import durables
+from durables import scripts
 
 from . import secure
 from .cli_support import Cli, exits
@@ -171,3 +172,12 @@ def test_the_documented_least_privilege_line_is_the_one_the_tls_pass_runs_as() -
     assert block.split() == durables.permissions.acl_rules("orders-app").split()[1:]
     rules = durables.permissions.acl_rules().split()[2:]
     assert secure.RULES.split() == [*rules, *secure.INSPECTION.split()]
+
+
+def test_the_one_list_covers_the_spark_connectors_scripts_too() -> None:
+    """Spark's scripts are loaded by the connector, not at connect, but a user running
+    Spark queries needs no second list: what they run is in `acl_rules()`."""
+    spark = scripts.names_in("spark")
+    assert spark and not set(spark) & set(scripts.NAMES)
+    needed = {command for name in spark for command in scripts.commands_of(name)}
+    assert needed <= set(durables.permissions.commands())

@@ -16,14 +16,14 @@ import pytest
 import redis
 from rich.console import Console
 
-from durables.bench import budget, main, read_ahead
-from durables.bench.cli import run
-from durables.bench.env import RAW_STREAM, Env
-from durables.bench.memory import CEILING as MEMORY_CEILING
-from durables.bench.registry import SCENARIOS, select
-from durables.bench.results import Rate, Unsupported
-from durables.bench.scenario import Throughput
-from durables.bench.servers import ValkeyServer, nats_binary
+from durables_bench import budget, main, read_ahead
+from durables_bench.cli import run
+from durables_bench.env import RAW_STREAM, Env
+from durables_bench.memory import CEILING as MEMORY_CEILING
+from durables_bench.registry import SCENARIOS, select
+from durables_bench.results import Rate, Unsupported
+from durables_bench.scenario import Throughput
+from durables_bench.servers import ValkeyServer, nats_binary
 
 pytestmark = pytest.mark.skipif(
     os.environ.get("DURABLES_TEST_SERVER") == "redis",

@@ -1,4 +1,4 @@
-"""`python -m durables.bench.instructions`: the server's instructions per event, counted by
+"""`python -m durables_bench.instructions`: the server's instructions per event, counted by
 callgrind for the measured step alone, the same from run to run."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from durables.bench import instructions
+from durables_bench import instructions
 
 pytestmark = pytest.mark.skipif(
     os.environ.get("DURABLES_TEST_SERVER") == "redis",

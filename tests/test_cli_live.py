@@ -328,15 +328,7 @@ def test_server_start_status_and_stop_through_the_cli(home: Path, namespace: str
 
 
 def test_demo_runs_against_the_given_server(cli: Cli) -> None:
-    pytest.importorskip("durables.demo", reason="durables/demo.py is not written yet")
-    cli.ok("demo", "--events", "5")
-
-
-def test_demo_says_so_when_the_library_has_no_demo(
-    cli: Cli, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setitem(sys.modules, "durables.demo", None)  # makes the import fail
-    cli.fails(exits.ERROR, "error: this version of durables has no demo", "demo")
+    assert "demo finished" in cli.ok("demo", "--events", "5")
 
 
 def test_help_lists_every_command() -> None:
@@ -388,3 +380,18 @@ def test_sessions_lists_live_and_away_sessions_and_expiry_alerts(
 def test_bench_passes_its_own_options_through(cli: Cli) -> None:
     listed = cli.ok("bench", "--list")
     assert "publish_single" in listed and "consume_shared" in listed
+
+
+def test_bench_says_what_to_install_where_the_benchmark_is_not(
+    cli: Cli, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "durables_bench", None)  # makes the import fail
+    said = cli.fails(exits.ERROR, "the benchmark (the package durables_bench) is not installed",
+                     "bench", "--list")  # fmt: skip
+    assert "pip install 'durables[bench]'" in said.stderr
+
+
+def test_the_benchmark_ships_beside_the_library_and_runs_as_a_module() -> None:
+    listed = subprocess.run([sys.executable, "-m", "durables_bench", "--list"],
+                            capture_output=True, text=True, check=True, timeout=60)  # fmt: skip
+    assert "publish_single" in listed.stdout

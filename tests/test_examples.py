@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 import durables
-from durables import demo
 
+from .cli_support import tour
 from .conftest import FAST
 from .faultproxy import FaultProxy
 from .helpers import wait_for
@@ -49,7 +49,7 @@ def test_producer_and_exclusive_consumer_examples_hand_over_every_event(
 
 
 def test_demo_runs_to_its_happy_end(server_url: str, namespace: str) -> None:
-    assert demo.run(server_url, namespace) == 0
+    assert tour.run(server_url, namespace) == 0
 
 
 def test_the_demo_on_the_embedded_server_says_it_keeps_running_and_how_to_stop_it(
@@ -57,7 +57,7 @@ def test_the_demo_on_the_embedded_server_says_it_keeps_running_and_how_to_stop_i
 ) -> None:
     monkeypatch.setenv("DURABLES_HOME", str(home))
     monkeypatch.delenv("DURABLES_URL", raising=False)
-    assert demo.run(None, "demo", events=4) == 0
+    assert tour.run(None, "demo", events=4) == 0
     out = " ".join(capsys.readouterr().out.split())
     assert "keeps running in the background" in out and "durables server stop" in out
 

@@ -1,20 +1,31 @@
 """The library's layers: no import circle, no module importing one above it, every module
-importable on its own. The layer table is the one `docs/architecture.md` explains."""
+importable on its own. The layer table is the one `docs/architecture.md` explains. The
+benchmark (`durables_bench`) ships beside the library, not in it: the library never imports
+it nor the CLI, and the benchmark keeps the same rules within itself."""
 
 from __future__ import annotations
 
 import ast
 import functools
 import importlib
+import importlib.util
 import inspect
 import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
+
 import durables
 
 ROOT = Path(durables.__file__).parent
+_BENCH = importlib.util.find_spec("durables_bench")
+assert _BENCH is not None and _BENCH.submodule_search_locations
+PACKAGES = {"durables": ROOT, "durables_bench": Path(_BENCH.submodule_search_locations[0])}
+"""The library, and the benchmark beside it (found without importing it)."""
+BESIDE = ("durables_bench", "durables_cli")
+"""Programs shipped beside the library, which it never imports."""
 
 LAYERS: dict[str, int] = {
     # 0: the error tree
@@ -46,27 +57,29 @@ LAYERS: dict[str, int] = {
     # 6: the front door
     "client": 6, "": 6, "aio.client": 6, "aio": 6,
     # 7: programs built on the public API
-    "demo": 7, "bench": 7, "spark": 7, "metrics": 7, "testing": 7, "console": 7,
+    "spark": 7, "metrics": 7, "testing": 7, "console": 7,
 }  # fmt: skip
 
 
 @functools.cache
-def modules() -> dict[str, Path]:
+def modules(package: str = "durables") -> dict[str, Path]:
+    """A package's modules by their name inside it ("" for the package itself)."""
+    root = PACKAGES[package]
     found = {}
-    for path in sorted(ROOT.rglob("*.py")):
-        parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    for path in sorted(root.rglob("*.py")):
+        parts = list(path.relative_to(root).with_suffix("").parts)
         if parts[-1] == "__init__":
             parts.pop()
         found[".".join(parts)] = path
     return found
 
 
-def module_names() -> Iterator[tuple[str, Path]]:
-    yield from modules().items()
+def module_names(package: str = "durables") -> Iterator[tuple[str, Path]]:
+    yield from modules(package).items()
 
 
 def layer(module: str) -> int:
-    """A module's layer: its own entry, else its package's (bench.*, spark.*)."""
+    """A module's layer: its own entry, else its package's (spark.*, console.*)."""
     probe = module
     while probe not in LAYERS:
         if "." not in probe:
@@ -75,42 +88,44 @@ def layer(module: str) -> int:
     return LAYERS[probe]
 
 
-def _resolve(module: str, is_package: bool, node: ast.ImportFrom) -> list[str]:
-    """The durables modules an `import from` names (relative or absolute)."""
+def _resolve(
+    module: str, is_package: bool, node: ast.ImportFrom, package: str = "durables"
+) -> list[str]:
+    """The modules of `package` an `import from` names (relative or absolute)."""
     if node.level:
         base = module.split(".") if module else []
         if not is_package:
             base = base[:-1]
         base = base[: len(base) - (node.level - 1)] if node.level > 1 else base
         stem = ".".join(base + ([node.module] if node.module else []))
-    elif node.module and (node.module == "durables" or node.module.startswith("durables.")):
-        stem = node.module.removeprefix("durables").lstrip(".")
+    elif node.module and (node.module == package or node.module.startswith(f"{package}.")):
+        stem = node.module.removeprefix(package).lstrip(".")
     else:
         return []
     found = []
     for alias in node.names:
         child = f"{stem}.{alias.name}" if stem else alias.name
-        found.append(child if child in modules() else stem)
+        found.append(child if child in modules(package) else stem)
     return found
 
 
-def imports(module: str, path: Path) -> set[str]:
-    """Every durables module `module` imports, TYPE_CHECKING blocks included."""
+def imports(module: str, path: Path, package: str = "durables") -> set[str]:
+    """Every module of `package` that `module` imports, TYPE_CHECKING blocks included."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
     found: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom):
-            found.update(_resolve(module, path.name == "__init__.py", node))
+            found.update(_resolve(module, path.name == "__init__.py", node, package))
         elif isinstance(node, ast.Import):
             for alias in node.names:
-                if alias.name == "durables" or alias.name.startswith("durables."):
-                    found.add(alias.name.removeprefix("durables").lstrip("."))
+                if alias.name == package or alias.name.startswith(f"{package}."):
+                    found.add(alias.name.removeprefix(package).lstrip("."))
     found.discard(module)
     return found
 
 
-def graph() -> dict[str, set[str]]:
-    return {module: imports(module, path) for module, path in module_names()}
+def graph(package: str = "durables") -> dict[str, set[str]]:
+    return {module: imports(module, path, package) for module, path in module_names(package)}
 
 
 def test_no_module_imports_one_above_it() -> None:
@@ -123,8 +138,9 @@ def test_no_module_imports_one_above_it() -> None:
     assert upward == []
 
 
-def test_there_is_no_import_cycle() -> None:
-    edges = graph()
+@pytest.mark.parametrize("package", PACKAGES)
+def test_there_is_no_import_cycle(package: str) -> None:
+    edges = graph(package)
     state: dict[str, int] = {}  # 1 on the path, 2 done
     cycles: list[list[str]] = []
 
@@ -143,10 +159,11 @@ def test_there_is_no_import_cycle() -> None:
     assert cycles == []
 
 
-def test_the_library_imports_nothing_inside_functions() -> None:
+@pytest.mark.parametrize("package", PACKAGES)
+def test_the_library_imports_nothing_inside_functions(package: str) -> None:
     """Imports of our own modules sit at the top (optional third-party ones may be lazy)."""
     late = []
-    for module, path in module_names():
+    for module, path in module_names(package):
         tree = ast.parse(path.read_text(encoding="utf-8"))
         for fn in ast.walk(tree):
             if not isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef):
@@ -155,22 +172,25 @@ def test_the_library_imports_nothing_inside_functions() -> None:
                 if isinstance(node, ast.ImportFrom) and (
                     node.level > 0 or (node.module or "").startswith("durables")
                 ):
-                    late.append(f"durables.{module}:{node.lineno}")
+                    late.append(f"{package}.{module}:{node.lineno}")
     assert late == []
 
 
-NEEDS_SPARK = ("spark", "bench.spark_bare")
+NEEDS_SPARK = ("durables.spark", "durables_bench.spark_bare")
 """Modules that need the optional pyspark and pyarrow (the memory:// pass has neither)."""
+
+
+def importable(package: str) -> list[str]:
+    """The full names of a package's modules, but those that need Spark."""
+    names = [f"{package}.{m}" if m else package for m, _ in module_names(package)]
+    return [name for name in names if not name.startswith(NEEDS_SPARK)]
 
 
 def test_every_class_that_declares_abstract_methods_is_abstract() -> None:
     """A class with `@abstractmethod`s that is not an ABC can be made without them, and
     the missing method fails only when called."""
     loose = []
-    for module, _path in module_names():
-        if module.startswith(NEEDS_SPARK):
-            continue
-        name = f"durables.{module}" if module else "durables"
+    for name in [*importable("durables"), *importable("durables_bench")]:
         for cls in vars(importlib.import_module(name)).values():
             ours = isinstance(cls, type) and cls.__module__.startswith("durables")
             declares = ours and any(
@@ -207,7 +227,7 @@ for name in names:
     pid = os.fork()
     if pid == 0:  # a child with none of durables imported yet
         try:
-            if not name.startswith(("durables.bench", "durables.demo")):
+            if name.startswith("durables."):
                 # the package without its __init__ (which imports everything): the module
                 # gets exactly what it imports itself
                 package = types.ModuleType("durables")
@@ -226,13 +246,36 @@ sys.exit(1 if failed else 0)
 
 def test_each_module_imports_alone() -> None:
     """Each module in a fresh process of its own (forked before any of durables is loaded),
-    so a module that only works after another was imported first is found."""
-    names = [f"durables.{m}" for m, _ in module_names() if m and not m.startswith(NEEDS_SPARK)]
+    so a module that only works after another was imported first is found. The benchmark's
+    are imported whole: they are built on the library's public package."""
+    names = [n for n in importable("durables") if n != "durables"] + importable("durables_bench")
     done = subprocess.run(
         [sys.executable, "-c", ALONE, str(ROOT), *names],
         capture_output=True, text=True, timeout=120, check=False,
     )  # fmt: skip
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+
+
+def test_the_library_imports_neither_the_benchmark_nor_the_cli() -> None:
+    """They ship beside it, as programs on top: no library module names them, and importing
+    every one of them loads neither."""
+    named = [
+        f"durables.{module}:{node.lineno}"
+        for module, path in module_names()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if (isinstance(node, ast.Import) and any(a.name.startswith(BESIDE) for a in node.names))
+        or (isinstance(node, ast.ImportFrom) and (node.module or "").startswith(BESIDE))
+    ]
+    assert named == []
+    probe = (
+        "import importlib, sys\n"
+        "for name in sys.argv[1:]:\n"
+        "    importlib.import_module(name)\n"
+        f"print(sorted(m for m in sys.modules if m.startswith({BESIDE!r})))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe, *importable("durables")],
+                          capture_output=True, text=True, timeout=120, check=True)  # fmt: skip
+    assert done.stdout.strip() == "[]"
 
 
 LOCKING_MODULES = ("sessions.core", "sessions.delivery", "sessions.store", "session", "aio.session",

@@ -23,14 +23,15 @@ def test_every_package_of_the_library_is_listed_for_the_wheel() -> None:
     listed = set(config["packages"])
     found = {
         ".".join(init.parent.relative_to(ROOT).parts)
-        for init in (ROOT / "durables").rglob("__init__.py")
+        for package in ("durables", "durables_bench")  # the benchmark ships beside it
+        for init in (ROOT / package).rglob("__init__.py")
     }
     assert found <= listed, f"missing from [tool.setuptools] packages: {sorted(found - listed)}"
     data = config["package-data"]
     assert "py.typed" in data["durables"]
     # the Lua folders are data-only packages of their own: listed, so setuptools does not
     # warn that it ships them as data of a package it was not told about
-    for folder in ("durables.lua", "durables.lua.lib"):
+    for folder in ("durables.lua", "durables.lua.lib", "durables.spark.lua"):
         assert folder in listed and data[folder] == ["*.lua"], folder
     assert "durables.console.static" in listed  # the web console's script and style
     assert data["durables.console.static"] == ["*.js", "*.css"]
@@ -58,11 +59,15 @@ def test_building_the_wheel_says_no_warning_of_ours_and_ships_every_lua_file(
     assert ours == []
     (wheel,) = tmp_path.glob("durables-*.whl")
     shipped = {name for name in zipfile.ZipFile(wheel).namelist() if name.endswith(".lua")}
-    on_disk = {str(p.relative_to(ROOT)) for p in (ROOT / "durables" / "lua").rglob("*.lua")}
+    on_disk = {str(p.relative_to(ROOT)) for p in (ROOT / "durables").rglob("*.lua")}
     assert shipped == on_disk
     static = {p.name for p in (ROOT / "durables" / "console" / "static").iterdir()}
     names = set(zipfile.ZipFile(wheel).namelist())
     assert {f"durables/console/static/{n}" for n in static} <= names
+    # the programs on top ship beside the runtime package, not in it
+    bench = {f"durables_bench/{p.name}" for p in (ROOT / "durables_bench").glob("*.py")}
+    assert bench <= names and "durables_cli/tour.py" in names
+    assert not [n for n in names if n.startswith(("durables/bench/", "durables/demo"))]
 
 
 @pytest.mark.slow

@@ -73,7 +73,7 @@ class Planned:
 
 
 def planned(k: keys.ChannelKeys, name: str) -> Op[Any]:
-    """The durable's planned batches (`spark_plan.lua`), for `planned_after`."""
+    """The durable's planned batches (`spark/lua/plan.lua`), for `planned_after`."""
     return command("HGETALL", k.planned(name), context=_about(k, name))
 
 

@@ -1,6 +1,7 @@
 """What the Spark connector asks of the server: plan a batch, acknowledge, read a range,
 stage rows and commit a batch. Plain functions over a `Client`, one Lua script per
-operation that changes state (`durables/lua/spark_*.lua`).
+operation that changes state: Spark's own scripts (`durables/spark/lua/`), which the
+client's executor loads when one of them is first run here, not at every connect.
 """
 
 from __future__ import annotations
@@ -17,12 +18,17 @@ from ..ids import previous
 from ..io.leases import Lease
 from ..ops.base import Op, as_bool, as_int, command, script
 from ..reply_parsers import error_word, text
+from ..scripts import names_in
 from .reporting import SinkCommitError
 
 if TYPE_CHECKING:
     from ..client import Client
     from ..durable import Durable
+    from ..io.executor import Executor
     from .ranges import IdRange
+
+SCRIPTS = names_in("spark")
+"""Spark's scripts (`spark/plan`, `spark/ack`, `spark/commit`)."""
 
 TOKEN = "spark"
 """The Spark reader's consumer name in a durable's group, and its lease value on an
@@ -48,6 +54,13 @@ class Plan:
     """Events up to this id were handed out by the durable before this plan."""
 
 
+def _with_scripts(executor: Executor) -> Executor:
+    """The executor, with Spark's scripts loaded (once per client; again after a
+    reconnection, with the library's own)."""
+    executor.add_scripts(SCRIPTS)
+    return executor
+
+
 def _about(durable: Durable) -> str:
     return f"durable {durable.name!r} on {durable.channel_name!r}"
 
@@ -63,12 +76,12 @@ def plan_batch(durable: Durable, start: str, most: int, bound: str | None) -> Pl
     exclusive durable, take (or keep) its lease first."""
     k = durable.keys
     lease = "" if durable.kind != "exclusive" else str(durable.ctx.lease_ms)
-    op = script("spark_plan",
+    op = script("spark/plan",
                 [k.stream, k.durables, k.lease(durable.name), k.alive(durable.name),
                  k.planned(durable.name)],
                 [durable.name, TOKEN, lease, start, most, bound or ""],
                 parse=_plan, context=_about(durable))  # fmt: skip
-    return durable.ctx.executor.run(op)
+    return _with_scripts(durable.ctx.executor).run(op)
 
 
 def position(durable: Durable) -> str:
@@ -93,8 +106,8 @@ def ack_upto(durable: Durable, end: str) -> int:
     acknowledged, in one script; how many events that acknowledged."""
     k = durable.keys
     keys = [k.stream, k.redeliveries(durable.name), k.keep(durable.name), k.planned(durable.name)]
-    acked: int = durable.ctx.executor.run(
-        script("spark_ack", keys, [durable.name, end], parse=as_int, context=_about(durable))
+    acked: int = _with_scripts(durable.ctx.executor).run(
+        script("spark/ack", keys, [durable.name, end], parse=as_int, context=_about(durable))
     )
     durable.ctx.touch(durable.channel_name)
     return acked
@@ -172,8 +185,8 @@ def commit_batch(
     script_keys += [k.stage(t) for t in tokens]
     context = f"committing batch {batch_id} to channel {channel!r}"
     try:
-        reply: list[Any] = client.ctx.executor.run(
-            script("spark_commit", script_keys, [sink_id, batch_id, events], context=context)
+        reply: list[Any] = _with_scripts(client.ctx.executor).run(
+            script("spark/commit", script_keys, [sink_id, batch_id, events], context=context)
         )
     except ResponseError as exc:
         if error_word(exc)[0] != "STAGELOST":

@@ -12,6 +12,7 @@ the scripts again and increments `epoch`, so readers attach again. On a cluster 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import logging
 from collections.abc import Coroutine, Sequence
@@ -117,11 +118,25 @@ class AsyncExecutor(ExecutorCore["AsyncServer", AsyncConnections]):
 
     async def load_scripts(self) -> None:
         """Load every script in one round trip: at connect and after every reconnection."""
+        await self._load(self._scripts)
+
+    async def add_scripts(self, names: Sequence[str]) -> None:
+        """A connector's scripts, loaded now and after every reconnection or NOSCRIPT (see
+        `Executor.add_scripts`)."""
+        new = [name for name in names if name not in self._scripts]
+        if not new:
+            return
+        self._scripts = (*self._scripts, *new)
+        if self.link.connected:
+            with contextlib.suppress(ConnectionLostError):
+                await self._load(new)
+
+    async def _load(self, names: Sequence[str]) -> None:
         try:
             if isinstance(self.redis, cluster.RedisCluster):  # on every primary
-                await cluster.load_scripts(self.redis, script_sources())
+                await cluster.load_scripts(self.redis, script_sources(names))
                 return
-            await script_loads(self.redis.pipeline(transaction=False)).execute()
+            await script_loads(self.redis.pipeline(transaction=False), names).execute()
         except RedisError as exc:
             raise error_for(exc, "loading scripts") from None
 

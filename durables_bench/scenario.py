@@ -19,7 +19,7 @@ from typing import Generic, TypeVar
 from .env import Env
 from .results import VARIANTS, Rate, Row, Target, Unsupported, Variant, median
 
-log = logging.getLogger("durables.bench")
+log = logging.getLogger("durables_bench")
 T = TypeVar("T")
 Outcome = TypeVar("Outcome")
 

@@ -146,7 +146,7 @@ def durables(env: Env, spark: SparkSession, size: Size, sink: bool) -> Rate:
 
 def bare(env: Env, spark: SparkSession, size: Size, sink: bool) -> Rate:
     """The bare data source over the same stream (and the bare writer into another)."""
-    import durables.bench.spark_bare as spark_bare  # needs the optional pyspark, as below
+    import durables_bench.spark_bare as spark_bare  # needs the optional pyspark, as below
 
     with env.durables() as client:
         fill_channel(client.channel("in"), size.events)
@@ -239,8 +239,8 @@ def _spark() -> Iterator[SparkSession]:
     """The running SparkSession if there is one (left running), else a local[2] one."""
     from pyspark.sql import SparkSession
 
-    import durables.bench.spark_bare as spark_bare
     import durables.spark
+    import durables_bench.spark_bare as spark_bare
 
     active = SparkSession.getActiveSession()
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)

@@ -7,7 +7,7 @@
 -- KEYS[1]  the channel's stream
 -- KEYS[2]  the durable's redelivery counts
 -- KEYS[3]  the durable's keep set
--- KEYS[4]  the durable's planned batches (spark_plan.lua)
+-- KEYS[4]  the durable's planned batches (plan.lua)
 -- ARGV[1]  durable name (the group)
 -- ARGV[2]  the id up to which (inclusive) Spark committed
 -- Returns  how many events were acknowledged: planned ones and pending ones.

@@ -1,4 +1,4 @@
-"""`durables bench` / `python -m durables.bench`: start the servers, run, report."""
+"""`durables bench` / `python -m durables_bench`: start the servers, run, report."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""`python -m durables.bench [--quick] [--json] [--only NAME]`."""
+"""`python -m durables_bench [--quick] [--json] [--only NAME]`."""
 
 from __future__ import annotations
 

@@ -11,7 +11,7 @@ program the benchmark compares it with, and reports per event:
   commands by time, Lua's inner calls counted under their own names).
 
 CPU times, not wall time: the figures hold on a busy machine, where throughput does not.
-Run it with `python -m durables.bench.budget [--events N] [--json]`.
+Run it with `python -m durables_bench.budget [--events N] [--json]`.
 """
 
 from __future__ import annotations
@@ -471,7 +471,7 @@ def table(budgets: list[Budget]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m durables.bench.budget", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m durables_bench.budget", description=__doc__)
     parser.add_argument("--events", type=at_least_one, default=50_000)
     parser.add_argument(
         "--only",

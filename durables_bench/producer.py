@@ -1,6 +1,6 @@
 """The fixed-rate producer of the latency scenarios, run as its own process:
 
-    python -m durables.bench.producer {durables|raw|peer} URL RATE COUNT
+    python -m durables_bench.producer {durables|raw|peer} URL RATE COUNT
 
 It publishes COUNT events at RATE per second, each payload starting with its send
 time (`time.monotonic_ns()`, system-wide on Linux, so the consuming process can

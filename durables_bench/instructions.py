@@ -6,10 +6,10 @@ hand-off agreed within 0.4 %). So a change of a few per cent in the server's wor
 small to see in `durables bench` or in the budget, shows here. The server runs under
 callgrind, which counts every instruction in user space (not the kernel's: sockets,
 `epoll`), about fifty times slower than it runs alone; each path of the budget
-(`durables.bench.budget`) is set up, the counters are zeroed, the measured step runs,
+(`durables_bench.budget`) is set up, the counters are zeroed, the measured step runs,
 and the counts are dumped. Needs `valgrind` (`apt-get install valgrind`).
 
-Run it with `python -m durables.bench.instructions [--events N] [--only PATH] [--json]`.
+Run it with `python -m durables_bench.instructions [--events N] [--only PATH] [--json]`.
 """
 
 from __future__ import annotations
@@ -124,7 +124,7 @@ def table(counts: list[Count]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m durables.bench.instructions",
+    parser = argparse.ArgumentParser(prog="python -m durables_bench.instructions",
                                      description=__doc__)  # fmt: skip
     parser.add_argument("--events", type=at_least_one, default=2000)
     parser.add_argument(

@@ -1,6 +1,6 @@
 """End-to-end latency at a fixed 5,000 events/s, per durable kind (issue #4, scenario 4).
 
-The consumers attach first; then a producer process (`durables.bench.producer`)
+The consumers attach first; then a producer process (`durables_bench.producer`)
 publishes at the fixed rate (one event per call while it keeps up; the table's
 "per call" column says how often it had to batch), stamping each payload with its
 send time. Latency is receipt minus stamp: the publish round trip, the server,
@@ -98,7 +98,7 @@ class Recorder:
 def producing(variant: Variant, url: str, count: int) -> Iterator[Recorder]:
     """Start the producer process; wait for it (killing it if it hangs) on the way out."""
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as log:
-        command = [sys.executable, "-m", "durables.bench.producer", variant, url]
+        command = [sys.executable, "-m", "durables_bench.producer", variant, url]
         process = subprocess.Popen(
             [*command, str(RATE), str(count)], stdin=subprocess.DEVNULL, stdout=out, stderr=log
         )

@@ -25,8 +25,8 @@ import redis
 from redis.typing import EncodableT, FieldT
 
 import durables
+from durables import memory
 
-from .. import memory
 from .results import Rate, Variant
 
 NAMESPACE = "bench"

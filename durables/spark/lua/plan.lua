@@ -1,7 +1,7 @@
 #!lua flags=allow-oom
 -- Plan a Spark micro-batch over a durable: find where the next batch after `start` ends and
 -- note the batch in the durable's planned batches. Nothing enters the pending list and the
--- group's position stays where Spark's last commit put it (spark_ack.lua moves it), so the
+-- group's position stays where Spark's last commit put it (ack.lua moves it), so the
 -- planned events stay on the channel (retention keeps what is after a group's position)
 -- and the durable's figures count them as handed out from that record. Batches noted after
 -- `start` (planned before a crash and never run) are planned again: their events are

@@ -1,4 +1,6 @@
-"""The demo behind `durables demo`: producers and an exclusive consumer, told as it happens.
+"""The guided tour behind `durables demo`: producers and an exclusive consumer, told as it
+happens. A program on the library's public API, shipped with the command line that runs it
+(the library never imports it).
 
 Runs against the embedded server unless given a URL, in its own namespace, and
 starts from a clean channel each time so every run prints the same story.
@@ -6,14 +8,12 @@ starts from a clean channel each time so every run prints the same story.
 
 from __future__ import annotations
 
-import sys
 import threading
 
 from rich.console import Console
 
 import durables
-
-from .urls import shown
+from durables.urls import shown
 
 CHANNEL = "orders"
 JOBS = "jobs"
@@ -129,7 +129,3 @@ def run(url: str | None = None, namespace: str | None = None, events: int = 20) 
                 "`durables server stop` stops it"
             )
         return 0 if ok else 1
-
-
-if __name__ == "__main__":
-    sys.exit(run(sys.argv[1] if len(sys.argv) > 1 else None))

@@ -5,7 +5,7 @@ to the raw redis-py program measured in the same run (throughput), its p50 laten
 over raw's p50 (latency), bytes over raw's bytes (memory), or microseconds per fetch
 (fetch_cost). Ratios cancel most of the machine's noise between two runs.
 
-    python -m durables.bench.compare before.json after.json [--tolerance 0.1]
+    python -m durables_bench.compare before.json after.json [--tolerance 0.1]
 """
 
 from __future__ import annotations

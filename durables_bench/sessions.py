@@ -20,8 +20,8 @@ import time
 from collections.abc import Mapping
 
 import durables
+from durables import Channel, Message
 
-from .. import Channel, Message
 from .env import RAW_STREAM, Env, message, xadd_batches
 from .fanout import BATCH, COST_CEILING, Fanout, FanoutTo
 from .results import VARIANTS, Latencies, Rate, Row, Target, Unsupported, at_most
