@@ -45,7 +45,7 @@ from .consume import (
 )
 from .env import RAW_STREAM, at_least_one
 from .servers import ValkeyServer
-from .sessions import NEAR, SESSIONS
+from .session_load import NEAR, SESSIONS
 from .workers import run_workers
 
 NAMESPACE = "budget"

@@ -1,4 +1,4 @@
-"""Consume + ack scenarios, one per durable kind (issue #4, scenario 2).
+"""Consume + ack scenarios, one per durable kind (scenario 2).
 
 The channel is filled first (untimed); then the timed part drains it with N
 consumers, each in its own thread (asyncio tasks for the peer), reading

@@ -1,4 +1,4 @@
-"""Fan-out: publish cost with 1, 10 and 100 durables on the channel (issue #4, scenario 3).
+"""Fan-out: publish cost with 1, 10 and 100 durables on the channel (scenario 3).
 
 Publishing goes in batches of 100 (`publish_many`, an XADD pipeline, gathered
 `js.publish`); the durables exist but do not consume. One scenario measures all

@@ -1,4 +1,4 @@
-"""Fetch cost (issue #3): the cost of one shared-durable fetch must not grow with the
+"""Fetch cost: the cost of one shared-durable fetch must not grow with the
 number of events retained in the channel or the number of consumers attached.
 
 One consumer fetches (prefetch 100, auto-ack) through `MEASURED` events, with the

@@ -1,4 +1,4 @@
-"""End-to-end latency at a fixed 5,000 events/s, per durable kind (issue #4, scenario 4).
+"""End-to-end latency at a fixed 5,000 events/s, per durable kind (scenario 4).
 
 The consumers attach first; then a producer process (`durables_bench.producer`)
 publishes at the fixed rate (one event per call while it keeps up; the table's

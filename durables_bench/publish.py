@@ -1,4 +1,4 @@
-"""Publish scenarios: one event per call, and batches (issue #4, scenario 1).
+"""Publish scenarios: one event per call, and batches (scenario 1).
 
 durables: `Channel.publish` / `Channel.publish_many`; raw: `XADD` / a pipeline of
 `XADD`s; peer: `js.publish` / a batch of `js.publish` awaited together. Every

@@ -13,13 +13,13 @@ from fnmatch import fnmatchcase
 from .consume import Consume
 from .fanout import Fanout
 from .fetch_cost import FetchCost
+from .footprint import Memory
 from .guarantees import IdempotenceCost, ReplicatedRead
 from .latency import Latency
-from .memory import Memory
 from .publish import PublishBatch, PublishSingle
 from .replay import SessionReplay
 from .scenario import Scenario
-from .sessions import ReconnectFirstEvent, SessionFanout
+from .session_load import ReconnectFirstEvent, SessionFanout
 from .spark import SparkThroughput
 
 SCENARIOS: list[Scenario] = [

@@ -1,4 +1,4 @@
-"""Session replay (issue #5): a durable client session comes back after a disconnect
+"""Session replay: a durable client session comes back after a disconnect
 and replays 100,000 events that queued meanwhile.
 
 - durables: `client.session(id)` resumed, `ready_for_events()`, a listener counting

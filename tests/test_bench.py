@@ -19,7 +19,7 @@ from rich.console import Console
 from durables_bench import budget, main, read_ahead
 from durables_bench.cli import run
 from durables_bench.env import RAW_STREAM, Env
-from durables_bench.memory import CEILING as MEMORY_CEILING
+from durables_bench.footprint import CEILING as MEMORY_CEILING
 from durables_bench.registry import SCENARIOS, select
 from durables_bench.results import Rate, Unsupported
 from durables_bench.scenario import Throughput

@@ -1,4 +1,4 @@
-"""Memory: server bytes per retained event and per pending entry (issue #4, scenario 5).
+"""Memory: server bytes per retained event and per pending entry (scenario 5).
 
 N events are published (retained: nothing has acknowledged them), then read by one
 consumer without acknowledging (pending). Bytes are measured twice: `MEMORY USAGE`
