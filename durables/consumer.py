@@ -11,7 +11,7 @@ import threading
 import time
 from collections.abc import Iterator, Sequence
 from types import TracebackType
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .errors import ConsumerClosedError
 from .fetching import Fetching, FetchReader, idle_seconds
@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from .events import Event
     from .io.executor import Executor
     from .io.runtime import AckFlusher
+    from .ops.base import Op
 
 
 class Reader(FetchReader, Protocol):
@@ -52,14 +53,23 @@ class Reader(FetchReader, Protocol):
         """Acknowledge `events`; `defer` lets the reader send it with its next read; without
         `retry` an outage raises at once instead of being waited out."""
 
-    def ack(self, event: Event, outstanding: list[Event], *, defer: bool = False) -> list[Event]:
-        """Acknowledge `event` (and, for an exclusive durable, all before it): what stays
-        outstanding; `defer` as for `commit`."""
+    def commit_ops(self, events: Sequence[Event], *, defer: bool = False) -> list[Op[Any]]:
+        """The state changes at once (under `lock`); the operations to send (none when
+        `defer`red to the next read)."""
+
+    def ack_ops(
+        self, event: Event, outstanding: list[Event], *, defer: bool = False
+    ) -> tuple[list[Op[Any]], list[Event]]:
+        """Acknowledge `event` (and, for an exclusive durable, all before it): the operations
+        to send, and what stays outstanding; `defer` as for `commit`."""
+
+    def rollback_ops(self, events: Sequence[Event], delay_s: float = 0.0) -> list[Op[Any]]: ...
+
+    def send(self, ops: Sequence[Op[Any]]) -> None:
+        """Send what the `..._ops` methods made (never under `lock`)."""
 
     def flush_acks(self) -> None:
         """Send the deferred acknowledgements now."""
-
-    def rollback(self, events: Sequence[Event], delay_s: float = 0.0) -> None: ...
 
     def release(self, unhanded: Sequence[Event]) -> None: ...
 
@@ -147,24 +157,27 @@ class Consumer(Fetching):
     def commit(self) -> None:
         """Acknowledge every fetched event not yet acknowledged or rolled back."""
         self._check_open()
-        with self._lock:
-            self.reader.commit(self._outstanding, defer=self._acks is not None)
+        with self._lock:  # the state changes under the lock, the round trip goes outside it
+            ops = self.reader.commit_ops(self._outstanding, defer=self._acks is not None)
             self._outstanding.clear()
+        self.reader.send(ops)
         self._deferred()
 
     def rollback(self) -> None:
         """Hand back every fetched event not yet acknowledged."""
         self._check_open()
         with self._lock:
-            self.reader.rollback(self._outstanding)
+            ops = self.reader.rollback_ops(self._outstanding)
             self._outstanding.clear()
+        self.reader.send(ops)
 
     def ack_event(self, event: Event) -> None:
         self._check_open()
         with self._lock:
-            self._outstanding = self.reader.ack(
+            ops, self._outstanding = self.reader.ack_ops(
                 event, self._outstanding, defer=self._acks is not None
             )
+        self.reader.send(ops)
         self._deferred()
 
     def _deferred(self) -> None:
@@ -178,10 +191,11 @@ class Consumer(Fetching):
 
     def rollback_event(self, event: Event, delay_s: float = 0.0) -> None:
         self._check_open()
-        self.reader.rollback([event], delay_s)
         with self._lock:
+            ops = self.reader.rollback_ops([event], delay_s)
             if event in self._outstanding:
                 self._outstanding.remove(event)
+        self.reader.send(ops)
 
     def close(self, *, clean: bool = True, unhanded: Sequence[Event] = ()) -> None:
         """Detach. A clean close with auto-ack acknowledges what was fetched; `unhanded`

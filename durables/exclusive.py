@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .reading import ExclusiveLoop, ReaderLoop
 
@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from .io.context import Context
     from .io.executor import Executor
     from .keys import ChannelKeys
+    from .ops.base import Op
     from .selector import Selector
 
 
@@ -25,16 +26,13 @@ class BlockingAcks(ReaderLoop):
 
     executor: Executor
 
-    def ack(self, event: Event, outstanding: list[Event], *, defer: bool = False) -> list[Event]:
-        ops, left = self.ack_ops(event, outstanding, defer=defer)
+    def send(self, ops: Sequence[Op[Any]]) -> None:
+        """Send what `ack_ops`, `commit_ops`, `flush_ops` or `rollback_ops` made, outside
+        the lock: a fetch on another thread goes on meanwhile."""
         self.executor.drive(self.sending(ops))
-        return left
 
     def flush_acks(self) -> None:
-        self.executor.drive(self.sending(self.flush_ops()))
-
-    def rollback(self, events: Sequence[Event], delay_s: float = 0.0) -> None:
-        self.executor.drive(self.sending(self.rollback_ops(events, delay_s)))
+        self.send(self.flush_ops())
 
 
 class ExclusiveReader(ExclusiveLoop, BlockingAcks):

@@ -97,16 +97,21 @@ class ReaderLoop(LeaseHolder, ABC):
     def read_until(self, deadline: float) -> Flow[list[Event]]:
         """Read (and wait, until `deadline`) once attached."""
 
-    @abstractmethod
     def committing(
         self, events: Sequence[Event], *, defer: bool = False, retry: bool = True
     ) -> Flow[None]:
         """Acknowledge `events`; `defer` lets the next read carry it; without `retry` an
         outage raises at once instead of being waited out."""
+        yield from self.sending(self.commit_ops(events, defer=defer), retry=retry)
 
     # What acknowledging, rolling back and flushing change, for both clients: the state
     # changes at once (under the lock); the operations returned go out by `sending`,
     # outside the lock (the sync readers drive it, the asyncio ones await it).
+
+    @abstractmethod
+    def commit_ops(self, events: Sequence[Event], *, defer: bool = False) -> list[Op[Any]]:
+        """Acknowledge `events` (exclusive: up to the last of them): the operations to send
+        (none when `defer`red to the next read)."""
 
     @abstractmethod
     def ack_ops(
@@ -319,15 +324,12 @@ class ExclusiveLoop(ReaderLoop):
         with self.lock:
             self.state.withdraw(events)
 
-    def committing(
-        self, events: Sequence[Event], *, defer: bool = False, retry: bool = True
-    ) -> Flow[None]:
-        """Acknowledge up to the last of `events` (the lock is not held over the round trip:
-        a cumulative ack that arrives after a later one acknowledges nothing new)."""
+    def commit_ops(self, events: Sequence[Event], *, defer: bool = False) -> list[Op[Any]]:
+        """Up to the last of `events` (the lock is not held over the round trip: a
+        cumulative ack that arrives after a later one acknowledges nothing new)."""
         with self.lock:
             op = self.state.commit(events, defer=defer)
-        if op is not None:
-            yield from self.sending([op], retry=retry)
+        return [] if op is None else [op]
 
     def _acks_refused(self) -> None:
         """The refused cumulative ack goes with the first read after attaching again (still
@@ -438,19 +440,12 @@ class SharedLoop(ReaderLoop):
         if self._on_notice is not None:
             self._on_notice(text)
 
-    def committing(
-        self, events: Sequence[Event], *, defer: bool = False, retry: bool = True
-    ) -> Flow[None]:
+    def commit_ops(self, events: Sequence[Event], *, defer: bool = False) -> list[Op[Any]]:
         if not events:
-            return
+            return []
         with self.lock:
             self.state.commit(events)
-        if not defer:
-            yield from self.flushing(retry)
-
-    def flushing(self, retry: bool = True) -> Flow[None]:
-        """Send the acknowledgements the handout holds."""
-        yield from self.sending(self.flush_ops(), retry=retry)
+        return [] if defer else self.flush_ops()
 
     def ack_ops(
         self, event: Event, outstanding: list[Event], *, defer: bool = False
