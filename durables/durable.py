@@ -8,22 +8,24 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from . import dead_letters, ids, names
-from .consumer import Consumer, Reader
+from .consumer import Consumer
 from .errors import ConfigError, DurableExistsError, DurableNotFoundError, InvalidWindowError
-from .exclusive import ExclusiveReader
 from .io.leases import Wait, wait_seconds
 from .ops import channels as channel_ops
 from .ops import durables as ops
 from .ops.flows import Flow, run, send
+from .readers.base import Reader
+from .readers.exclusive.reader import ExclusiveReader
+from .readers.shared.reader import SharedReader
 from .records import KINDS, DeadLetter, DurableInfo, DurableSpec, Kind
 from .selector import Selector, compile_filter
-from .shared import SharedReader
 from .subscription import Subscription
 
 if TYPE_CHECKING:
@@ -315,7 +317,7 @@ class ReaderPlan:
     own: Selector | None
     """A shared reader's own filter (Universal Messaging's shared durables)."""
     replicated: int = 0
-    """Events are handed out once this many replicas hold them (`ReaderLoop.replicated`)."""
+    """Events are handed out once this many replicas hold them (`readers.base.Reader.replicated`)."""
 
 
 MAX_REPLICAS = 16
@@ -405,14 +407,15 @@ class Durable(DurableCore):
         wait_s = wait_seconds(wait)
         plan = self._plan(name, window, auto_ack, filter, replicated)
         ctx = self.ctx
-        reader: Reader
+        reader: Reader[Context]
+        lock = threading.RLock()  # a listener may acknowledge on another thread
         if self.kind == "exclusive":
-            exclusive = ExclusiveReader(ctx, self.keys, self.name, plan.name, plan.selectors)
+            exclusive = ExclusiveReader(ctx, self.keys, self.name, plan.name, plan.selectors, lock)
             exclusive.wait_s = wait_s
             reader = exclusive
         else:
             reader = SharedReader(ctx, self.keys, self.name, self.kind, plan.name,
-                                  plan.window, plan.own, on_notice)  # fmt: skip
+                                  plan.window, plan.own, on_notice, lock)  # fmt: skip
         reader.replicated = plan.replicated
         return Consumer(reader, auto_ack=plan.auto_ack, label=repr(self),
                         block_s=ctx.settings.block_s, acks=ctx.runtime.acks)  # fmt: skip

@@ -4,14 +4,17 @@ arithmetic both clients share) awaited, with asyncio consumers and subscriptions
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import nullcontext
 from typing import TYPE_CHECKING
 
 from ..durable import DurableCore, check_prefetch, loading, subscription_window
 from ..io.leases import Wait, wait_seconds
+from ..readers.base import Reader
+from ..readers.exclusive.reader import ExclusiveReader
+from ..readers.shared.reader import SharedReader
 from ..records import DeadLetter, DurableInfo, DurableSpec
 from ..selector import Selector
 from .consumer import AsyncConsumer, AsyncListener, AsyncSubscription
-from .readers import AsyncExclusiveReader, AsyncReader, AsyncSharedReader
 
 if TYPE_CHECKING:
     from ..events import Event
@@ -92,15 +95,16 @@ class AsyncDurable(DurableCore):
     ) -> AsyncConsumer:
         wait_s = wait_seconds(wait)
         plan = self._plan(name, window, auto_ack, filter, replicated)
-        reader: AsyncReader
+        reader: Reader[AsyncContext]
+        lock = nullcontext()  # one thread
         if self.kind == "exclusive":
-            exclusive = AsyncExclusiveReader(self.ctx, self.keys, self.name, plan.name,
-                                             plan.selectors)  # fmt: skip
+            exclusive = ExclusiveReader(self.ctx, self.keys, self.name, plan.name,
+                                        plan.selectors, lock)  # fmt: skip
             exclusive.wait_s = wait_s
             reader = exclusive
         else:
-            reader = AsyncSharedReader(self.ctx, self.keys, self.name, self.kind, plan.name,
-                                       plan.window, plan.own, on_notice)  # fmt: skip
+            reader = SharedReader(self.ctx, self.keys, self.name, self.kind, plan.name,
+                                  plan.window, plan.own, on_notice, lock)  # fmt: skip
         reader.replicated = plan.replicated
         return AsyncConsumer(reader, auto_ack=plan.auto_ack, label=repr(self),
                              block_s=self.ctx.settings.block_s,
