@@ -317,7 +317,7 @@ class ReaderPlan:
     own: Selector | None
     """A shared reader's own filter (Universal Messaging's shared durables)."""
     replicated: int = 0
-    """Events are handed out once this many replicas hold them (`readers.base.Reader.replicated`)."""
+    """Events are handed out once this many replicas hold them (`Reader.replicated`)."""
 
 
 MAX_REPLICAS = 16

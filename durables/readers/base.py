@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import logging
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
@@ -161,6 +161,22 @@ class Reader(LeaseHolder, ABC, Generic[C]):
         """Hand `events` back (see the kinds for when they come again)."""
 
     # -- what both kinds' loops share -----------------------------------------------------
+
+    def _exchanging(
+        self, made: Callable[[], list[Op[Any]]], failed: Callable[[], None], deadline: float
+    ) -> Flow[tuple[list[Op[Any]], list[Any]]]:
+        """One read's round trip: the operations the state machine `made` under the lock,
+        sent outside it (with `_waiting`'s `WAIT`), and the state machine told when they
+        `failed` to go (or their replies were lost). The operations and the replies."""
+        with self.lock:
+            ops = made()
+        try:
+            replies = yield from send(self._waiting(ops, deadline), retry=False)
+        except BaseException:
+            with self.lock:
+                failed()
+            raise
+        return ops, replies
 
     def _touched(self) -> None:
         """Acknowledged events may be trimmed now."""

@@ -10,6 +10,7 @@ import secrets
 import socket
 from collections.abc import Sequence
 from contextlib import AbstractContextManager, suppress
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from ...errors import DurableInUseError, LeaseLostError
@@ -124,14 +125,8 @@ class ExclusiveReader(Reader[C]):
             if self._unconfirmed:
                 return (yield from self._fenced((yield from self._confirming(deadline))))
             block = min(deadline - clock(), self.ctx.settings.block_s)
-            with self.lock:
-                ops = self.state.read(block)
-            try:
-                replies = yield from send(self._waiting(ops, deadline), retry=False)
-            except BaseException:
-                with self.lock:
-                    self.state.read_failed()
-                raise
+            made = partial(self.state.read, block)
+            ops, replies = yield from self._exchanging(made, self.state.read_failed, deadline)
             with self.lock:
                 events, again = self.state.on_read(replies[: len(ops)])
             self._touched()

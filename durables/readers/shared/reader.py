@@ -12,6 +12,7 @@ import socket
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import replace
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from ...io.leases import Lease
@@ -70,14 +71,8 @@ class SharedReader(Reader[C]):
             if self._unconfirmed:
                 return (yield from self._confirming(deadline))
             block = min(deadline - clock(), self.ctx.settings.block_s)
-            with self.lock:
-                ops = self.state.fetch(block)
-            try:
-                replies = yield from send(self._waiting(ops, deadline), retry=False)
-            except BaseException:
-                with self.lock:
-                    self.state.fetch_failed()
-                raise
+            made = partial(self.state.fetch, block)
+            ops, replies = yield from self._exchanging(made, self.state.fetch_failed, deadline)
             with self.lock:
                 dealt = self.state.on_fetch(replies[: len(ops)])
             if self.replicated:
