@@ -8,23 +8,25 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from . import dead_letters, ids, names
 from .consumer import Consumer
 from .errors import ConfigError, DurableExistsError, DurableNotFoundError, InvalidWindowError
-from .exclusive import ExclusiveReader
 from .ops import channels as channel_ops
 from .ops import durables as ops
 from .ops.flows import Flow, run, send
 from .options import ConsumerOptions, ReaderOptions, SubscriptionOptions, Wait
+from .readers.exclusive.reader import ExclusiveReader
+from .readers.shared.reader import SharedReader
 from .records import KINDS, DeadLetter, DurableInfo, DurableSpec, Kind
 from .selector import Selector, compile_filter
-from .shared import SharedReader
 from .subscription import Listener, Subscription
 
 if TYPE_CHECKING:
@@ -306,7 +308,7 @@ class ReaderPlan:
     own: Selector | None
     """A shared reader's own filter (Universal Messaging's shared durables)."""
     replicated: int = 0
-    """Events are handed out once this many replicas hold them (`ReaderLoop.replicated`)."""
+    """Events are handed out once this many replicas hold them (`Reader.replicated`)."""
     on_notice: Callable[[str], object] | None = None
     wait_s: float = 0.0
     """An exclusive reader's wait for another holder's lease to lapse."""
@@ -326,8 +328,6 @@ class DurableFront(DurableCore, ABC, Generic[ListenerT, ConsumerT, SubscriptionT
     its reader and consumer classes and starts a subscription its own way (a thread, or
     a task once the consumer attached)."""
 
-    exclusive_reader: type[Any]
-    shared_reader: type[Any]
     consumer_type: Callable[..., ConsumerT]
 
     def consumer(
@@ -395,17 +395,23 @@ class DurableFront(DurableCore, ABC, Generic[ListenerT, ConsumerT, SubscriptionT
     def _attached(self, plan: ReaderPlan) -> ConsumerT:
         """The client's consumer over the reader the plan asks for (not attached yet)."""
         reader: Any
+        lock = self._reader_lock()
         if self.kind == "exclusive":
-            reader = self.exclusive_reader(self.ctx, self.keys, self.name, plan.name,
-                                           plan.selectors)  # fmt: skip
+            reader = ExclusiveReader(self.ctx, self.keys, self.name, plan.name, plan.selectors,
+                                     lock)  # fmt: skip
             reader.wait_s = plan.wait_s
         else:
-            reader = self.shared_reader(self.ctx, self.keys, self.name, self.kind, plan.name,
-                                        plan.window, plan.own, plan.on_notice)  # fmt: skip
+            reader = SharedReader(self.ctx, self.keys, self.name, self.kind, plan.name,
+                                  plan.window, plan.own, plan.on_notice, lock)  # fmt: skip
         reader.replicated = plan.replicated
         runtime: Any = self.ctx.runtime
         return self.consumer_type(reader, auto_ack=plan.auto_ack, label=repr(self),
                                   block_s=self.ctx.settings.block_s, acks=runtime.acks)  # fmt: skip
+
+    @abstractmethod
+    def _reader_lock(self) -> AbstractContextManager[Any]:
+        """What guards a reader's state: a lock where a listener may acknowledge on another
+        thread than the one that fetches (the sync client); nothing in the asyncio one."""
 
     @abstractmethod
     def _subscribed(self, listener: ListenerT, consumer: ConsumerT) -> SubscriptionT:
@@ -416,8 +422,6 @@ class Durable(DurableFront[Listener, Consumer, Subscription]):
     """A handle on one durable; cheap to make, state lives on the server."""
 
     ctx: Context
-    exclusive_reader = ExclusiveReader
-    shared_reader = SharedReader
     consumer_type = Consumer
 
     def __init__(
@@ -454,6 +458,9 @@ class Durable(DurableFront[Listener, Consumer, Subscription]):
     def delete(self) -> bool:
         """Delete the durable; its events stay on the channel for the other durables."""
         return self.executor.drive(self.deleting())
+
+    def _reader_lock(self) -> AbstractContextManager[Any]:
+        return threading.RLock()
 
     def _subscribed(self, listener: Listener, consumer: Consumer) -> Subscription:
         return Subscription(consumer, listener, self.ctx.runtime)

@@ -13,8 +13,9 @@ from typing import Literal, cast
 import pytest
 
 import durables
+from durables.io.context import Context
 from durables.keys import ChannelKeys
-from durables.shared import SharedReader
+from durables.readers.shared.reader import SharedReader
 
 from .conftest import FAST, Connect
 from .helpers import texts
@@ -156,13 +157,14 @@ def test_acks_made_before_the_consumer_attached_again_do_not_count_after(
             lapse(server, namespace, "one")
             (again,) = two.fetch(timeout=1)
             assert again.text == "e1" and again.redelivered
-            reader = cast(SharedReader, one.reader)
+            reader = cast(SharedReader[Context], one.reader)
             with reader.lock:  # the acknowledging thread: made, not sent yet
                 reader.state.commit([first])
                 late = reader.state.flush()
-            reader.attach()  # the fetching thread: joins again, as a new member
+            # the fetching thread: joins again, as a new member
+            reader.ctx.executor.drive(reader.attaching())
             assert holders(server, namespace) == {"two": 1}
-            assert reader.executor.run_all(late) == [False]  # refused
+            assert reader.ctx.executor.run_all(late) == [False]  # refused
             assert holders(server, namespace) == {"two": 1}
             channel.publish("e2")
             assert one.fetch(timeout=0.5) == []  # two holds the line
@@ -181,12 +183,12 @@ def test_acks_made_before_attaching_again_within_the_lease_are_made_later(
         with dur.consumer("one", prefetch=2) as one:
             channel.publish("e1")
             (first,) = one.fetch(timeout=3)
-            reader = cast(SharedReader, one.reader)
+            reader = cast(SharedReader[Context], one.reader)
             with reader.lock:
                 reader.state.commit([first])
                 late = reader.state.flush()
-            reader.attach()  # a member still: it keeps what it held
-            assert reader.executor.run_all(late) == [False]
+            reader.ctx.executor.drive(reader.attaching())  # a member still: it keeps what it held
+            assert reader.ctx.executor.run_all(late) == [False]
             assert holders(server, namespace) == {"one": 1}
             assert one.fetch(timeout=0.3) == []  # e1 is not handed out again, but acknowledged
             assert holders(server, namespace) == {}

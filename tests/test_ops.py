@@ -16,9 +16,9 @@ from durables.events import Batch, pack
 from durables.ops import channels, sessions
 from durables.ops import durables as durable_ops
 from durables.ops.base import Op, command
-from durables.ops.exclusive import ExclusiveCursor
 from durables.ops.sessions import interest_matches
-from durables.ops.shared import SharedHandout
+from durables.readers.exclusive.cursor import ExclusiveCursor
+from durables.readers.shared.handout import SharedHandout
 from durables.records import DurableSpec, Interest
 from durables.selector import compile_filter
 

@@ -201,7 +201,7 @@ def test_a_holder_whose_process_is_gone_from_this_host_is_replaced_before_its_le
 
 
 def test_only_a_holder_gone_from_this_host_boot_and_pid_namespace_counts_as_dead() -> None:
-    from durables.reading import holder_gone
+    from durables.readers.exclusive.reader import holder_gone
     from durables.server.processes import pid_scope
 
     host, scope = socket.gethostname(), pid_scope()

@@ -1,6 +1,7 @@
 """The asyncio consumer (`fetch`, `commit`, `rollback`, `async for`) and subscription
 (a listener, sync or async, called from a task). The bookkeeping of what was handed out
-is the same as `durables.consumer.Consumer`'s; what acknowledging means is the reader's.
+is `durables.consumer.Consumer`'s (`readers.fetching.Fetching`), and so are the readers:
+this consumer awaits the flows the sync one drives blocking.
 
 `event.ack()` and `event.rollback()` change the reader's state at once and start the
 round trip as a task: awaiting the returned task waits for it, and a sync listener that
@@ -18,14 +19,15 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Seque
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from ..errors import ConsumerClosedError, DurablesError
-from ..fetching import Fetching, idle_seconds
+from ..errors import DurablesError
+from ..readers.fetching import Fetching, Flusher, idle_seconds
 
 if TYPE_CHECKING:
     from ..events import Event
-    from ..io.aio.runtime import AsyncAckFlusher, AsyncRuntime
+    from ..io.aio.context import AsyncContext
+    from ..io.aio.runtime import AsyncRuntime
     from ..ops.base import Op
-    from .readers import AsyncReader
+    from ..readers.base import Reader
 
 log = logging.getLogger(__name__)
 AsyncListener = Callable[["Event"], "Awaitable[object] | object"]
@@ -34,27 +36,20 @@ AsyncListener = Callable[["Event"], "Awaitable[object] | object"]
 class AsyncConsumer(Fetching):
     """A consumer of a durable: attached by `await` or `async with`, until `close()`."""
 
-    reader: AsyncReader
+    reader: Reader[AsyncContext]
 
     def __init__(
         self,
-        reader: AsyncReader,
+        reader: Reader[AsyncContext],
         *,
         auto_ack: bool,
         label: str,
         block_s: float,
-        acks: AsyncAckFlusher | None = None,
+        acks: Flusher | None = None,
     ) -> None:
-        self.label = label
-        self.block_s = block_s
-        self.auto_ack = auto_ack
-        self.reader = reader
-        self._executor = reader.executor
-        self._acks = acks if acks is not None and acks.interval_s > 0 else None
-        """With `ack_flush_interval_s`: acknowledgements wait for the next read or the flusher."""
-        self._outstanding: list[Event] = []
+        super().__init__(reader, auto_ack=auto_ack, label=label, block_s=block_s, acks=acks)
+        self._executor = reader.ctx.executor
         self._attached = False
-        self._closed = False
         self._sending: asyncio.Lock | None = None
         self._tasks: set[asyncio.Task[None]] = set()
 
@@ -64,29 +59,12 @@ class AsyncConsumer(Fetching):
     async def attach(self) -> AsyncConsumer:
         """Attach (once): the dispatcher deals to this consumer from now on."""
         if not self._attached:
-            await self.reader.attach()
+            await self._executor.drive(self.reader.attaching())
             self._attached = True
         return self
 
     def __await__(self) -> Generator[Any, None, AsyncConsumer]:
         return self.attach().__await__()
-
-    @property
-    def closed(self) -> bool:
-        return self._closed
-
-    @property
-    def discarded(self) -> int:
-        return self.reader.discarded
-
-    @property
-    def lost_acks(self) -> int:
-        """As the sync consumer's `lost_acks`."""
-        return self.reader.lost_acks
-
-    @property
-    def notices(self) -> list[str]:
-        return self.reader.notices
 
     async def fetch(self, timeout: float = 1.0) -> list[Event]:
         """The next events (waiting up to `timeout` seconds); [] if none came. With auto-ack,
@@ -117,35 +95,19 @@ class AsyncConsumer(Fetching):
     async def commit(self) -> None:
         """Acknowledge every fetched event not yet acknowledged or rolled back."""
         self._check_open()
-        outstanding = list(self._outstanding)
-        await self.reader.commit(outstanding, defer=self._acks is not None)
-        self._forget(outstanding)
+        await self._send(self._commit_ops(defer=self._acks is not None))
         self._deferred()
 
     async def rollback(self) -> None:
         """Hand back every fetched event not yet acknowledged."""
         self._check_open()
-        outstanding = list(self._outstanding)
-        ops = self.reader.rollback_ops(outstanding)
-        self._forget(outstanding)
-        await self._send(ops)
-
-    def _forget(self, events: list[Event]) -> None:
-        """No longer outstanding (events fetched meanwhile by another task stay)."""
-        done = {id(e) for e in events}
-        self._outstanding = [e for e in self._outstanding if id(e) not in done]
+        await self._send(self._rollback_ops(None))
 
     def ack_event(self, event: Event) -> asyncio.Task[None]:
         self._check_open()
-        ops, self._outstanding = self.reader.ack_ops(
-            event, self._outstanding, defer=self._acks is not None
-        )
+        ops = self._ack_ops(event)
         self._deferred()
         return self._start(ops)
-
-    def _deferred(self) -> None:
-        if self._acks is not None:
-            self._acks.schedule(self)
 
     async def flush_acks(self) -> None:
         """Send the acknowledgements waiting for the next read (`ack_flush_interval_s`)."""
@@ -154,10 +116,7 @@ class AsyncConsumer(Fetching):
 
     def rollback_event(self, event: Event, delay_s: float = 0.0) -> asyncio.Task[None]:
         self._check_open()
-        ops = self.reader.rollback_ops([event], delay_s)
-        if event in self._outstanding:
-            self._outstanding.remove(event)
-        return self._start(ops)
+        return self._start(self._rollback_ops([event], delay_s))
 
     def _start(self, ops: list[Op[Any]]) -> asyncio.Task[None]:
         task = asyncio.get_running_loop().create_task(self._send(ops))
@@ -166,14 +125,15 @@ class AsyncConsumer(Fetching):
         task.add_done_callback(_log_failure)
         return task
 
-    async def _send(self, ops: list[Op[Any]]) -> None:
-        """Acks and rollbacks go out one after the other, in the order they were made."""
+    async def _send(self, ops: list[Op[Any]], *, retry: bool = True) -> None:
+        """What the reader's state change made, sent after it: acks and rollbacks go out
+        one after the other, in the order they were made."""
         if not ops:
             return
         if self._sending is None:
             self._sending = asyncio.Lock()
         async with self._sending:
-            await self.reader.send(ops)
+            await self._executor.drive(self.reader.sending(ops, retry=retry))
 
     async def close(self, *, clean: bool = True, unhanded: Sequence[Event] = ()) -> None:
         """Detach. A clean close with auto-ack acknowledges what was fetched."""
@@ -186,11 +146,11 @@ class AsyncConsumer(Fetching):
                 async with self._sending:
                     pass  # acks under way go first
             if clean and self.auto_ack and self._outstanding:
-                await self.reader.commit(self._outstanding, retry=False)
+                await self._send(self._commit_ops(defer=False), retry=False)
         finally:
             self._closed = True
             if self._attached:
-                await self.reader.release(unhanded)
+                await self._executor.drive(self.reader.releasing(unhanded))
 
     async def __aenter__(self) -> AsyncConsumer:
         return await self.attach()
@@ -199,10 +159,6 @@ class AsyncConsumer(Fetching):
         self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
     ) -> None:
         await self.close(clean=e is None)
-
-    def _check_open(self) -> None:
-        if self._closed:
-            raise ConsumerClosedError(f"{self!r} is closed")
 
 
 def _log_failure(task: asyncio.Task[None]) -> None:

@@ -5,13 +5,13 @@ subscriptions."""
 from __future__ import annotations
 
 from collections.abc import Coroutine
+from contextlib import AbstractContextManager, nullcontext
 from typing import TYPE_CHECKING, Any
 
 from ..durable import DurableFront, loading
 from ..records import DeadLetter, DurableInfo, DurableSpec
 from ..selector import Selector
 from .consumer import AsyncConsumer, AsyncListener, AsyncSubscription
-from .readers import AsyncExclusiveReader, AsyncSharedReader
 
 if TYPE_CHECKING:
     from ..events import Event
@@ -32,8 +32,6 @@ class AsyncDurable(
     is awaited."""
 
     ctx: AsyncContext
-    exclusive_reader = AsyncExclusiveReader
-    shared_reader = AsyncSharedReader
     consumer_type = AsyncConsumer
 
     def __init__(
@@ -69,6 +67,9 @@ class AsyncDurable(
 
     async def delete(self) -> bool:
         return await self.executor.drive(self.deleting())
+
+    def _reader_lock(self) -> AbstractContextManager[Any]:
+        return nullcontext()  # one thread: state changes never interleave within a step
 
     def _subscribed(
         self, listener: AsyncListener, consumer: AsyncConsumer

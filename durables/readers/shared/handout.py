@@ -1,4 +1,5 @@
-"""The shared / serial consumer's state machine, without I/O.
+"""The shared / serial consumer's state machine, without I/O (layer 2, as `ops/`): what to
+send next and what a reply means. Its reader (`reader.SharedReader`, beside it) sends.
 
 Each fetch is one round trip: the dispatcher script (`fetch_shared.lua`, which also
 carries the acks of the previous batch), a read of the caller's own pending events
@@ -35,11 +36,11 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any, cast
 
-from .. import keys
-from ..events import Event, SeenMessages, event_from_entry
-from ..reply_parsers import entries_read, text
-from ..selector import Selector
-from .base import Op, as_bool, as_int, command, script
+from ... import keys
+from ...events import Event, SeenMessages, event_from_entry
+from ...ops.base import Op, as_bool, as_int, command, script
+from ...reply_parsers import entries_read, text
+from ...selector import Selector
 
 log = logging.getLogger(__name__)
 TAP_CLOSED = frozenset({"NOGROUP", "UNBLOCKED"})
@@ -490,3 +491,6 @@ def _acks_made(context: str, count: int, reply: Any) -> bool:
 def _tapped(reply: Any) -> list[Any] | None:
     """New events read through a tap; None if the tap was not open (an error reply)."""
     return None if isinstance(reply, Exception) else entries_read(reply)
+
+
+__all__ = ["READY", "RECENT_ACKS", "TAP_CLOSED", "TAP_GRACE_MS", "Dealt", "SharedHandout"]

@@ -1,4 +1,5 @@
-"""The exclusive consumer's state machine, without I/O.
+"""The exclusive consumer's state machine, without I/O (layer 2, as `ops/`): what to send
+next and what a reply means. Its reader (`reader.ExclusiveReader`, beside it) sends.
 
 Every holder reads as a consumer of its own (its token), so a new holder claims its
 predecessors' pending events at attach and gets them first. Each read is one round
@@ -24,13 +25,13 @@ from typing import Any
 
 from redis.exceptions import ResponseError
 
-from .. import ids, keys
-from ..errors import LeaseLostError
-from ..events import Event, SeenMessages, event_from_entry
-from ..reply_parsers import error_word, streams_read
-from ..selector import Selector
-from ..verdicts import translate
-from .base import Op, as_bool, command, script
+from ... import ids, keys
+from ...errors import LeaseLostError
+from ...events import Event, SeenMessages, event_from_entry
+from ...ops.base import Op, as_bool, command, script
+from ...reply_parsers import error_word, streams_read
+from ...selector import Selector
+from ...verdicts import translate
 
 MAX_KNOWN = 1000
 """Most ids named to `ack_exclusive.lua` in one acknowledgement (Lua's unpack has a limit);
@@ -318,3 +319,6 @@ class ExclusiveCursor:
         args = [self.token, *(e.id for e in unhanded)]
         ops.append(script("release_exclusive", release_keys, args, context=self.context))
         return ops
+
+
+__all__ = ["GATE_GONE", "MAX_KNOWN", "ExclusiveCursor"]

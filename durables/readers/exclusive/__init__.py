@@ -1,0 +1,1 @@
+"""The exclusive durable's reader: its state machine (`cursor`) and its loop (`reader`)."""
