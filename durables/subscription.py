@@ -1,4 +1,5 @@
-"""The asynchronous consumer: a listener called on a background thread."""
+"""A subscription: a listener called with each event on a background thread (Universal
+Messaging's asynchronous subscriber; the asyncio client's is `aio.consumer.AsyncSubscription`)."""
 
 from __future__ import annotations
 

@@ -56,7 +56,7 @@ class Reader(LeaseHolder, ABC, Generic[C]):
     kinds."""
 
     stops_on_error = False
-    """An asynchronous listener's failure ends the subscription (exclusive: nothing past a
+    """A subscription listener's failure ends the subscription (exclusive: nothing past a
     rolled-back event may be acknowledged before a re-subscription)."""
     state: StateMachine
     """The kind's state machine: what to send next and what a reply means."""
@@ -77,7 +77,7 @@ class Reader(LeaseHolder, ABC, Generic[C]):
         self.k = k
         self.lock = lock
         self.notices: list[str] = []
-        """Asynchronous notices from the durable (another consumer's filter took over)."""
+        """Notices the durable sent while attached (another consumer's filter took over)."""
         self._epoch = 0
 
     @property
