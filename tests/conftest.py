@@ -7,7 +7,6 @@ runs it on the in-process `memory://` store, less the tests of `MEMORY_LEFT_OUT`
 
 from __future__ import annotations
 
-import inspect
 import os
 import shutil
 import uuid
@@ -24,8 +23,10 @@ import durables
 from . import aio_bridge
 from .cli_support import Cli
 from .cluster_support import cluster_deployments, cluster_server, deployment, url_for
+from .passes import mark_no_server, names_used
 from .secure import SECURE, secure
 from .servers import MemoryStore, RedisProcess, server_binary
+from .workers import check_together, pytest_xdist_make_scheduler, slow_first
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -306,16 +307,6 @@ MEMORY_HELPERS_LEFT_OUT = {
 """Tests that call one of these helpers run the library in another process."""
 
 
-def _called(function: Any) -> set[str]:
-    """The global names `function` uses, and those its module's own helpers that it calls use."""
-    names = set(function.__code__.co_names)
-    for name in list(names):
-        helper = function.__globals__.get(name)
-        if inspect.isfunction(helper) and helper.__module__ == function.__module__:
-            names |= set(helper.__code__.co_names)
-    return names
-
-
 def memory_left_out(item: pytest.Item) -> str | None:
     """Why `item` cannot run on memory://, or None when it can."""
     function = getattr(item, "function", None)
@@ -328,7 +319,7 @@ def memory_left_out(item: pytest.Item) -> str | None:
         or MEMORY_LEFT_OUT.get(f"{name}::{item.name}")
     )
     asked = getattr(item, "fixturenames", ())
-    called = _called(function) if function is not None else set()
+    called = names_used(function) if function is not None else set()
     block = str(getattr(getattr(item, "callspec", None), "params", {}).get("code", ""))
     return (
         reason
@@ -340,7 +331,13 @@ def memory_left_out(item: pytest.Item) -> str | None:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """On the memory:// pass, leave out (deselect) the tests that need a server process,
-    and say which and why at the end of the run."""
+    and say which and why at the end of the run. Everywhere, mark `no_server` the tests
+    that run the same in every pass (tests/passes.py); in a parallel worker, put the slow
+    tests first (tests/workers.py)."""
+    mark_no_server(items)
+    check_together(items)
+    if hasattr(config, "workerinput"):
+        slow_first(items)
     if not MEMORY:
         return
     kept: list[pytest.Item] = []
@@ -368,4 +365,9 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
         terminalreporter.write_line(f"  {count:4d}  {reason}")
 
 
-__all__ = ["cluster_server", "deployment", "pytest_generate_tests"]  # fixtures and hook above
+__all__ = [
+    "cluster_server",
+    "deployment",
+    "pytest_generate_tests",
+    "pytest_xdist_make_scheduler",
+]  # fixtures and hook above

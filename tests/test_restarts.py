@@ -99,6 +99,7 @@ WORKER = textwrap.dedent(
     url, namespace, wait, stall = sys.argv[1], sys.argv[2], float(sys.argv[3]), sys.argv[4]
     client = durables.connect(url, namespace=namespace, lease_timeout_s=1.0, block_s=0.2)
     dur = client.channel("orders").durable("audit")
+    print("waiting", time.monotonic(), flush=True)
     with dur.consumer("worker", wait=wait) as c:
         print("attached", flush=True)
         while True:
@@ -146,13 +147,18 @@ def test_a_supervised_restart_after_kill9_waits_out_the_lease_and_no_event_reach
         seen_first += first.stdout.read().splitlines()
     # the supervisor starts the worker again at once; with wait= it does not crash-loop
     with python_child(WORKER, *args, "none") as second:
-        assert _lines_until(second, "attached") == ["attached"]
-        attached_after = time.monotonic() - crashed_at
+        waiting, attached = _lines_until(second, "attached")
+        attached_at = time.monotonic()
+        assert waiting.startswith("waiting ") and attached == "attached"
         seen_second = _lines_until(second, f"acked e{total}")
         assert second.poll() is None  # still running: it raised nothing
-    assert attached_after < LEASE_S + 1
+    # it attaches within a second of the lease lapsing, or of asking when it asked later (a
+    # Python starting on a machine busy with other tests can take longer than the lease)
+    asked_at = float(waiting.removeprefix("waiting "))  # CLOCK_MONOTONIC: one for all processes
+    assert attached_at - max(crashed_at + LEASE_S, asked_at) < 1
     holders = [
-        [line.split() for line in seen if line != "attached"] for seen in (seen_first, seen_second)
+        [line.split() for line in seen if line.split()[0] not in ("waiting", "attached")]
+        for seen in (seen_first, seen_second)
     ]
     acked = Counter(text for holder in holders for word, text, *_ in holder if word == "acked")
     assert sorted(acked) == sorted(f"e{i}" for i in range(1, total + 1))
