@@ -23,8 +23,14 @@ def note(state: State, action: str, target: str, outcome: str) -> None:
 
 
 @click.command("audit")
-@click.option("--count", type=click.IntRange(min=1), default=50, show_default=True,
-              metavar="N", help="How many of the newest entries to show.")  # fmt: skip
+@click.option(
+    "--count",
+    type=click.IntRange(min=1),
+    default=50,
+    show_default=True,
+    metavar="N",
+    help="How many of the newest entries to show.",
+)
 @json_option
 @pass_state
 def audit(state: State, count: int, as_json: bool) -> None:
@@ -40,6 +46,14 @@ def audit(state: State, count: int, as_json: bool) -> None:
     if not entries:
         output.say("no admin actions recorded")
         return
-    rows = [(time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(e.time_ms / 1000)), e.action,
-             e.target, e.address, e.outcome) for e in entries]  # fmt: skip
+    rows = [
+        (
+            time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(e.time_ms / 1000)),
+            e.action,
+            e.target,
+            e.address,
+            e.outcome,
+        )
+        for e in entries
+    ]
     output.show(output.table("audit log", ("when (UTC)", "action", "on", "from", "outcome"), rows))

@@ -155,8 +155,10 @@ def purge(state: State, channel_name: str, up_to: str | None, yes: bool) -> None
     target = state.client().get_channel(channel_name)
     held = target.info()
     if held.first_id is None or (up_to and ids.key(up_to) < ids.key(held.first_id)):
-        output.say(f"nothing to purge: channel {channel_name!r} holds no events"
-                   f"{f' up to id {up_to}' if up_to else ''}")  # fmt: skip
+        output.say(
+            f"nothing to purge: channel {channel_name!r} holds no events"
+            f"{f' up to id {up_to}' if up_to else ''}"
+        )
         return
     which = f"the events up to and including id {up_to}" if up_to else f"all {held.length} events"
     output.confirm(

@@ -25,13 +25,25 @@ EXTRA_HINT = "the console needs its extra: pip install 'durables[console]'"
 
 @click.command("console")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
-@click.option("--port", type=click.IntRange(0, 65535), default=8480, show_default=True,
-              help="Port to listen on (0: any free one).")  # fmt: skip
-@click.option("--admin", is_flag=True, help="Offer actions that change data: purge, delete, "
-              "replay dead letters, close a session.")  # fmt: skip
-@click.option("--token", envvar="DURABLES_CONSOLE_TOKEN", metavar="T",
-              help="Needed by every visitor (open the console with ?token=T); required to "
-              "listen beyond this machine [env DURABLES_CONSOLE_TOKEN].")  # fmt: skip
+@click.option(
+    "--port",
+    type=click.IntRange(0, 65535),
+    default=8480,
+    show_default=True,
+    help="Port to listen on (0: any free one).",
+)
+@click.option(
+    "--admin",
+    is_flag=True,
+    help="Offer actions that change data: purge, delete, replay dead letters, close a session.",
+)
+@click.option(
+    "--token",
+    envvar="DURABLES_CONSOLE_TOKEN",
+    metavar="T",
+    help="Needed by every visitor (open the console with ?token=T); required to "
+    "listen beyond this machine [env DURABLES_CONSOLE_TOKEN].",
+)
 @pass_state
 def console(state: State, host: str, port: int, admin: bool, token: str | None) -> None:
     """A web console: channels, durables, consumers, sessions, dead letters and alerts,
@@ -40,8 +52,11 @@ def console(state: State, host: str, port: int, admin: bool, token: str | None) 
     Read-only unless --admin. Listens on 127.0.0.1 unless given --host with a --token.
     """
     if not _loopback(host) and not token:
-        output.fail(f"listening on {host} lets others in: give --token (or DURABLES_CONSOLE_"
-                    f"TOKEN), or keep --host 127.0.0.1", exits.INVALID)  # fmt: skip
+        output.fail(
+            f"listening on {host} lets others in: give --token (or DURABLES_CONSOLE_"
+            f"TOKEN), or keep --host 127.0.0.1",
+            exits.INVALID,
+        )
     parse_url(state.server_url())  # a bad URL is an error now, not an outage on every page
     try:
         import uvicorn
@@ -59,10 +74,12 @@ def console(state: State, host: str, port: int, admin: bool, token: str | None) 
     app = create_app(ConsoleConfig(state.url, state.namespace, admin=admin, token=token))
     where = f"[{host}]" if ":" in host else host
     mode = "admin" if admin else "read-only"
-    output.say(f"serving the console ({mode}) on http://{where}:{sock.getsockname()[1]}/ "
-               f"(Ctrl-C stops)")  # fmt: skip
-    config = uvicorn.Config(app, log_level="warning", lifespan="on",
-                            timeout_graceful_shutdown=STREAMS_CLOSE_S)  # fmt: skip
+    output.say(
+        f"serving the console ({mode}) on http://{where}:{sock.getsockname()[1]}/ (Ctrl-C stops)"
+    )
+    config = uvicorn.Config(
+        app, log_level="warning", lifespan="on", timeout_graceful_shutdown=STREAMS_CLOSE_S
+    )
     server = _quiet_stop(uvicorn.Server)(config)
     server.run(sockets=[sock])
     output.say("console stopped")

@@ -40,7 +40,7 @@ def dead_letters(
     replay: bool,
     yes: bool,
     as_json: bool,
-) -> None:  # fmt: skip
+) -> None:
     """List a durable's dead letters (oldest first), or replay them.
 
     A shared or serial durable with max_deliveries moves an event here once it was
@@ -59,10 +59,13 @@ def dead_letters(
         output.say(f"no dead letters on durable {durable_name!r} of channel {channel_name!r}")
     else:
         columns = ("id", "event id", "key", "reason", "deliveries", "data")
-        rows = [(d.id, d.origin_id, d.key, d.reason, d.deliveries, output.payload(d.data))
-                for d in letters]  # fmt: skip
-        output.show(output.table(f"dead letters of {durable_name} on {channel_name}", columns,
-                                 rows))  # fmt: skip
+        rows = [
+            (d.id, d.origin_id, d.key, d.reason, d.deliveries, output.payload(d.data))
+            for d in letters
+        ]
+        output.show(
+            output.table(f"dead letters of {durable_name} on {channel_name}", columns, rows)
+        )
 
 
 def _replay(durable: durables.Durable, total: int, yes: bool) -> str | None:
@@ -98,6 +101,12 @@ def _record(letter: DeadLetter) -> dict[str, object]:
         data, encoding = letter.data.decode("utf-8"), "utf-8"
     except UnicodeDecodeError:
         data, encoding = base64.b64encode(letter.data).decode("ascii"), "base64"
-    return {"id": letter.id, "event_id": letter.origin_id, "key": letter.key,
-            "reason": letter.reason, "deliveries": letter.deliveries, "data": data,
-            "encoding": encoding}  # fmt: skip
+    return {
+        "id": letter.id,
+        "event_id": letter.origin_id,
+        "key": letter.key,
+        "reason": letter.reason,
+        "deliveries": letter.deliveries,
+        "data": data,
+        "encoding": encoding,
+    }

@@ -52,23 +52,32 @@ def inspect(state: State, channel_name: str, durable_name: str, as_json: bool) -
     record = {**dataclasses.asdict(info), "max_deliveries": durable.spec.max_deliveries}
     if figures is not None:
         record |= {
-            "lag": figures.lag, "oldest_unacked_age_s": figures.oldest_unacked_age_s,
-            "dead_letters": figures.dead_letters, "dead_lettered": figures.dead_lettered,
-            "redeliveries": figures.redelivered_pending, "delivered": figures.delivered,
-            "acknowledged": figures.acknowledged, "redelivered": figures.redelivered,
+            "lag": figures.lag,
+            "oldest_unacked_age_s": figures.oldest_unacked_age_s,
+            "dead_letters": figures.dead_letters,
+            "dead_lettered": figures.dead_lettered,
+            "redeliveries": figures.redelivered_pending,
+            "delivered": figures.delivered,
+            "acknowledged": figures.acknowledged,
+            "redelivered": figures.redelivered,
             "windows": figures.windows,
             "consumer_details": [dataclasses.asdict(c) for c in figures.consumers],
-        }  # fmt: skip
+        }
     if as_json:
         output.print_json(record)
         return
     shown = {k: v for k, v in record.items() if k not in ("consumer_details", "windows")}
-    output.show(output.table(f"durable {durable_name} on {channel_name}", ("field", "value"),
-                             list(shown.items())))  # fmt: skip
+    output.show(
+        output.table(
+            f"durable {durable_name} on {channel_name}", ("field", "value"), list(shown.items())
+        )
+    )
     if figures is not None and figures.consumers:
         columns = ("consumer", "host", "pid", "window", "held", "last seen s", "lease left s")
-        rows = [(c.name, c.host, c.pid, c.window, c.held, c.last_seen_s, c.lease_left_s)
-                for c in figures.consumers]  # fmt: skip
+        rows = [
+            (c.name, c.host, c.pid, c.window, c.held, c.last_seen_s, c.lease_left_s)
+            for c in figures.consumers
+        ]
         output.show(output.table("consumers", columns, rows))
 
 

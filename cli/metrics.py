@@ -27,10 +27,14 @@ RECONNECT_TIMEOUT_S = 2.0
     metavar="PORT",
     help="Serve the metrics over HTTP on PORT (at /metrics) until interrupted.",
 )
-@click.option("--host", default="127.0.0.1", show_default=True,
-              help="Address to listen on with --serve.")  # fmt: skip
-@click.option("--per-session", is_flag=True,
-              help="Also one series per session (else sessions are summed by state).")  # fmt: skip
+@click.option(
+    "--host", default="127.0.0.1", show_default=True, help="Address to listen on with --serve."
+)
+@click.option(
+    "--per-session",
+    is_flag=True,
+    help="Also one series per session (else sessions are summed by state).",
+)
 @pass_state
 def metrics(state: State, port: int | None, host: str, per_session: bool) -> None:
     """Channels, durables, sessions and the server as Prometheus metrics.
@@ -45,8 +49,9 @@ def metrics(state: State, port: int | None, host: str, per_session: bool) -> Non
         click.echo(exposition(client, per_session), nl=False)
         return
     state.server_url()  # none named and none running: one line now, not at every scrape
-    serve(lambda: state.live_client(reconnect_timeout_s=RECONNECT_TIMEOUT_S), host, port,
-          per_session)  # fmt: skip
+    serve(
+        lambda: state.live_client(reconnect_timeout_s=RECONNECT_TIMEOUT_S), host, port, per_session
+    )
 
 
 def serve(

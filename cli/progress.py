@@ -31,8 +31,12 @@ def on_terminal() -> bool:
 @contextmanager
 def bar(description: str, total: int | None) -> Iterator[Advance]:
     """A bar counting up to `total` (None: unknown); yields the function that advances it."""
-    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-               TimeElapsedColumn())  # fmt: skip
+    columns = (
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+    )
     with Progress(*columns, console=output.console(), transient=True) as progress:
         task = progress.add_task(description, total=total)
         yield lambda done: progress.advance(task, done)

@@ -9,8 +9,15 @@ from .context import State, json_option, pass_state
 
 
 @click.command("sessions")
-@click.option("--alerts", "alert_count", type=click.IntRange(min=0), default=10, metavar="N",
-              show_default=True, help="Also show the N newest alerts.")  # fmt: skip
+@click.option(
+    "--alerts",
+    "alert_count",
+    type=click.IntRange(min=0),
+    default=10,
+    metavar="N",
+    show_default=True,
+    help="Also show the N newest alerts.",
+)
 @json_option
 @pass_state
 def sessions(state: State, alert_count: int, as_json: bool) -> None:
@@ -26,8 +33,15 @@ def sessions(state: State, alert_count: int, as_json: bool) -> None:
         state_name = "live" if live else "expired" if record.expired(now) else "away"
         timeout_s = record.timeout_ms / 1000
         interests = {c: i.to_dict() for c, i in record.interests.items()}
-        rows.append({"id": record.id, "state": state_name, "away_s": away,
-                     "timeout_s": timeout_s, "interests": interests})  # fmt: skip
+        rows.append(
+            {
+                "id": record.id,
+                "state": state_name,
+                "away_s": away,
+                "timeout_s": timeout_s,
+                "interests": interests,
+            }
+        )
         table_rows.append((record.id, state_name, away, timeout_s, ", ".join(interests)))
     alerts = client.alerts(alert_count) if alert_count else []
     if as_json:

@@ -69,10 +69,18 @@ def attached(
             expiry = alive.get(consumer_id)
             left = None if expiry is None else max(0.0, (expiry - now_ms) / 1000)
         idle = info.get("idle")
-        result.append(ConsumerFigures(
-            consumer_id, name, host, pid, windows.get(consumer_id),
-            int(info.get("pending") or 0), None if idle is None else int(idle) / 1000, left,
-        ))  # fmt: skip
+        result.append(
+            ConsumerFigures(
+                consumer_id,
+                name,
+                host,
+                pid,
+                windows.get(consumer_id),
+                int(info.get("pending") or 0),
+                None if idle is None else int(idle) / 1000,
+                left,
+            )
+        )
     return result
 
 

@@ -70,9 +70,12 @@ class ChannelCore:
         op = ack_op(ack_timeout) if ack_required else b""
         encoded = encode_event(data, key, properties, limit, op, message_id)
         return publish_encoded(
-            self.ctx, self.keys, Batch.of(encoded), replicas=_replicas(replicas),
+            self.ctx,
+            self.keys,
+            Batch.of(encoded),
+            replicas=_replicas(replicas),
             replica_timeout_s=_positive("replica_timeout", replica_timeout),
-        )  # fmt: skip
+        )
 
     def publishing_many(self, messages: Iterable[Message]) -> Flow[list[str]]:
         """Every message is checked (and encoded) before any is stored."""
@@ -151,10 +154,18 @@ class ChannelFront(ChannelCore, ABC, Generic[PublishT, DurableT]):
         `replicas`: wait until that many replicas have it (`ReplicationError` if fewer
         confirm within `replica_timeout` seconds); defaults from the settings.
         """
-        return self._published(self.publishing(
-            data, key, properties, message_id, ack_required, ack_timeout, replicas,
-            replica_timeout,
-        ))  # fmt: skip
+        return self._published(
+            self.publishing(
+                data,
+                key,
+                properties,
+                message_id,
+                ack_required,
+                ack_timeout,
+                replicas,
+                replica_timeout,
+            )
+        )
 
     def durable(
         self,

@@ -109,8 +109,9 @@ class ClientCore(ABC, Generic[ChannelT, DurableT, SessionT]):
         )
         self.namespace = settings.namespace
         self.server_version = ""
-        self._tls = tls_options(parse_url(self.url), settings.tls_ca_file,
-                                settings.tls_cert_file, settings.tls_key_file)  # fmt: skip
+        self._tls = tls_options(
+            parse_url(self.url), settings.tls_ca_file, settings.tls_cert_file, settings.tls_key_file
+        )
         self._beat_timeout = max(0.05, settings.lease_timeout_s * HEARTBEAT_TIMEOUT_FRACTION)
         """The heartbeat's socket timeout; `_quick` its connect timeout, and the probe's."""
         self._quick = min(self._beat_timeout, settings.connect_timeout_s)
@@ -214,11 +215,20 @@ class ClientCore(ABC, Generic[ChannelT, DurableT, SessionT]):
         dies): False (the default) not at all, a number of seconds at most that long, True
         as long as it takes.
         """
-        return self._session(session_id, SessionOptions.of(
-            options, timeout=timeout, max_depth=max_depth,
-            disconnected_max_depth=disconnected_max_depth, overflow=overflow,
-            recovery_buffer=recovery_buffer, auto_ack=auto_ack, replicated=replicated, wait=wait,
-        ))  # fmt: skip
+        return self._session(
+            session_id,
+            SessionOptions.of(
+                options,
+                timeout=timeout,
+                max_depth=max_depth,
+                disconnected_max_depth=disconnected_max_depth,
+                overflow=overflow,
+                recovery_buffer=recovery_buffer,
+                auto_ack=auto_ack,
+                replicated=replicated,
+                wait=wait,
+            ),
+        )
 
     @abstractmethod
     def _channel(self, name: str, options: dict[str, int | str]) -> ChannelT:

@@ -39,10 +39,11 @@ def replay(ctx: BaseContext, k: ChannelKeys, durable: str, count: int | None = N
         return 0
     limit = ctx.settings.max_payload_bytes
     encoded = [
-        encode_event(d.data, d.key, json.loads(d.raw_properties) if d.raw_properties else None,
-                     limit)
+        encode_event(
+            d.data, d.key, json.loads(d.raw_properties) if d.raw_properties else None, limit
+        )
         for d in letters
-    ]  # fmt: skip
+    ]
     yield from publish_batches(ctx, k, packed(encoded))
     yield from run(ops.drop_dead_letters(k, durable, [d.id for d in letters]))
     return len(letters)

@@ -321,16 +321,25 @@ def event_from_entry(
         size = len(fields)
         if fields[0] == F_DATA:  # as publish.lua writes: d, m and perhaps p
             if size == 4 and fields[2] == F_MESSAGE_ID:
-                return Event(event_id, channel, fields[1], None, None, count,
-                             raw_message_id=fields[3])  # fmt: skip
+                return Event(
+                    event_id, channel, fields[1], None, None, count, raw_message_id=fields[3]
+                )
             if size == 6 and fields[2] == F_MESSAGE_ID and fields[4] == F_PROPS:
-                return Event(event_id, channel, fields[1], None, fields[5], count,
-                             raw_message_id=fields[3])  # fmt: skip
+                return Event(
+                    event_id, channel, fields[1], None, fields[5], count, raw_message_id=fields[3]
+                )
         pairs = iter(fields)
         fields = dict(zip(pairs, pairs, strict=True))
     key, op, ack = fields.get(F_KEY), fields.get(F_OP), fields.get(F_ACK)
-    event = Event(event_id, channel, fields.get(F_DATA, b""), None, fields.get(F_PROPS), count,
-                  raw_message_id=fields.get(F_MESSAGE_ID))  # fmt: skip
+    event = Event(
+        event_id,
+        channel,
+        fields.get(F_DATA, b""),
+        None,
+        fields.get(F_PROPS),
+        count,
+        raw_message_id=fields.get(F_MESSAGE_ID),
+    )
     if key is not None:
         event.key = key.decode()
     if op is not None:

@@ -123,9 +123,11 @@ def read_figures(ctx: BaseContext, alert_count: int = 20, only: str | None = Non
     """Read everything at once: a few round trips per channel, none per event. With
     `only` (a channel's name), that channel alone (and no session)."""
     sections = yield from send(
-        [command("INFO", section, parse=dict)
-         for section in ("server", "memory", "persistence", "replication")]
-    )  # fmt: skip
+        [
+            command("INFO", section, parse=dict)
+            for section in ("server", "memory", "persistence", "replication")
+        ]
+    )
     now_ms = yield from session_store.server_ms(ctx)
     names = [only] if only else (yield from run(channel_ops.names(ctx.namespace)))
     channels: list[ChannelFigures] = []
@@ -164,19 +166,24 @@ def _channel(
     ctx: BaseContext, channel: ChannelInfo, found: Sequence[DurableInfo], now_ms: int
 ) -> Flow[tuple[ChannelFigures, list[dict[str, Any]]]]:
     k = ctx.keys(channel.name)
-    ops: list[Op[Any]] = [_stream(k), _memory(k.stream), _groups(k),
-                          command("HMGET", k.meta, *COUNTERS, parse=_counters)]  # fmt: skip
+    ops: list[Op[Any]] = [
+        _stream(k),
+        _memory(k.stream),
+        _groups(k),
+        command("HMGET", k.meta, *COUNTERS, parse=_counters),
+    ]
     for d in found:
-        ops += [command("XPENDING", k.stream, d.name, parse=same, tolerate=_GONE),
-                command("XINFO STREAM", k.dead(d.name), parse=_dict_or_empty, tolerate=_GONE),
-                command("HGETALL", k.members(d.name), parse=_windows),
-                command("HGETALL", k.planned(d.name), parse=same),
-                command("HLEN", k.redeliveries(d.name), parse=int),
-                command("XINFO CONSUMERS", k.stream, d.name, parse=_list_or_empty,
-                        tolerate=_GONE),
-                command("ZRANGE", k.alive(d.name), 0, -1, "WITHSCORES", parse=scores),
-                command("PTTL", k.lease(d.name), parse=int),
-                command("HGET", k.tally(d.name), "redelivered", parse=_int_or_zero)]  # fmt: skip
+        ops += [
+            command("XPENDING", k.stream, d.name, parse=same, tolerate=_GONE),
+            command("XINFO STREAM", k.dead(d.name), parse=_dict_or_empty, tolerate=_GONE),
+            command("HGETALL", k.members(d.name), parse=_windows),
+            command("HGETALL", k.planned(d.name), parse=same),
+            command("HLEN", k.redeliveries(d.name), parse=int),
+            command("XINFO CONSUMERS", k.stream, d.name, parse=_list_or_empty, tolerate=_GONE),
+            command("ZRANGE", k.alive(d.name), 0, -1, "WITHSCORES", parse=scores),
+            command("PTTL", k.lease(d.name), parse=int),
+            command("HGET", k.tally(d.name), "redelivered", parse=_int_or_zero),
+        ]
     replies = yield from send(ops)
     stream, retained, groups, counters = replies[:4]
     present = []
@@ -185,28 +192,50 @@ def _channel(
         if group is not None:  # else deleted meanwhile
             present.append((d, group, *replies[4 + PER_DURABLE * n : 4 + PER_DURABLE * (n + 1)]))
     positions = [planned_after(p[5], text(p[1]["last-delivered-id"])) for p in present]
-    reads = [_first_after(k, planned.last or text(p[1]["last-delivered-id"]))
-             for p, planned in zip(present, positions, strict=True)]  # fmt: skip
+    reads = [
+        _first_after(k, planned.last or text(p[1]["last-delivered-id"]))
+        for p, planned in zip(present, positions, strict=True)
+    ]
     sessions = [g for g in groups if text(g["name"]).startswith(SESSION_GROUP)]
     reads += [_first_after(k, text(g["last-delivered-id"])) for g in sessions]
-    reads += [command("XPENDING", k.stream, text(g["name"]), parse=same, tolerate=_GONE)
-              for g in sessions]  # fmt: skip
+    reads += [
+        command("XPENDING", k.stream, text(g["name"]), parse=same, tolerate=_GONE) for g in sessions
+    ]
     replies = (yield from send(reads)) if reads else []
     firsts = replies[: len(present)]
     durables, added = [], int(stream.get("entries-added") or 0)
     holders: list[tuple[tuple[int, int], str]] = []
-    for (d, group, pending, dead, windows, _, redelivered, found_consumers, alive, lease_ms,
-         again), planned, first in zip(present, positions, firsts, strict=True):  # fmt: skip
+    for (
+        d,
+        group,
+        pending,
+        dead,
+        windows,
+        _,
+        redelivered,
+        found_consumers,
+        alive,
+        lease_ms,
+        again,
+    ), planned, first in zip(present, positions, firsts, strict=True):
         oldest_id = _oldest_id(pending, planned, first)
         if oldest_id is not None:
             holders.append((id_key(oldest_id), f"durable {d.name}"))
-        durables.append(DurableFigures(
-            d, _lag(group, planned), _age_s(oldest_id, now_ms),
-            int(dead.get("length") or 0), windows if d.kind != "exclusive" else {},
-            _acknowledged(group, added), _delivered(group, added), int(redelivered),
-            int(dead.get("entries-added") or 0),
-            attached(d, windows, found_consumers, alive, lease_ms, now_ms), again,
-        ))  # fmt: skip
+        durables.append(
+            DurableFigures(
+                d,
+                _lag(group, planned),
+                _age_s(oldest_id, now_ms),
+                int(dead.get("length") or 0),
+                windows if d.kind != "exclusive" else {},
+                _acknowledged(group, added),
+                _delivered(group, added),
+                int(redelivered),
+                int(dead.get("entries-added") or 0),
+                attached(d, windows, found_consumers, alive, lease_ms, now_ms),
+                again,
+            )
+        )
     n = len(sessions)
     tail = replies[len(present) :]
     for g, first, pending in zip(sessions, tail[:n], tail[n:], strict=True):
@@ -215,8 +244,9 @@ def _channel(
             holders.append((id_key(oldest_id), f"session {text(g['name'])[len(SESSION_GROUP) :]}"))
     oldest = stream.get("first-entry")
     first_ms = id_key(text(oldest[0]))[0] if oldest else None
-    return ChannelFigures(channel, added, retained, durables, counters, first_ms,
-                          min(holders)[1] if holders else None), groups  # fmt: skip
+    return ChannelFigures(
+        channel, added, retained, durables, counters, first_ms, min(holders)[1] if holders else None
+    ), groups
 
 
 PER_DURABLE = 9
@@ -237,8 +267,9 @@ def _counters(reply: Any) -> dict[str, int]:
 
 def _first_after(k: ChannelKeys, position: str) -> Op[str | None]:
     """The id of the first event after `position`: the oldest a durable was not handed."""
-    return command("XRANGE", k.stream, "(" + position, "+", "COUNT", 1, parse=_first_id,
-                   tolerate=_GONE)  # fmt: skip
+    return command(
+        "XRANGE", k.stream, "(" + position, "+", "COUNT", 1, parse=_first_id, tolerate=_GONE
+    )
 
 
 def _first_id(reply: Any) -> str | None:

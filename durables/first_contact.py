@@ -34,8 +34,10 @@ def contact_error(exc: RedisError, url: ServerUrl, connect_timeout_s: float) -> 
     if isinstance(exc, RedisAuthenticationError) or said.startswith(_AUTH_REPLIES):
         if url.password:
             return AuthenticationError(f"{where}: the server refused the password: {said}")
-        return AuthenticationError(f"{where}: the server needs a password and the URL gives "
-                                   "none (redis://[user]:PASSWORD@host:port)")  # fmt: skip
+        return AuthenticationError(
+            f"{where}: the server needs a password and the URL gives "
+            "none (redis://[user]:PASSWORD@host:port)"
+        )
     if isinstance(exc, NoPermissionError):  # reached, and refused: not "cannot reach"
         return AccessDeniedError(
             f"{where}: the server's ACL refused INFO, which durables reads at connect (the "
@@ -53,8 +55,9 @@ def contact_error(exc: RedisError, url: ServerUrl, connect_timeout_s: float) -> 
             f"{where}: the server has no database {url.db} (its `databases` setting is lower)"
         )
     if isinstance(exc, InvalidResponse) or "Protocol error" in said:
-        return ConnectionLostError(f"cannot reach {where}: something answers there, but "
-                                   f"not as a Redis server ({said})")  # fmt: skip
+        return ConnectionLostError(
+            f"cannot reach {where}: something answers there, but not as a Redis server ({said})"
+        )
     if url.tls and isinstance(exc, RedisTimeoutError):
         return ConnectionLostError(
             f"cannot reach {where}: no TLS handshake within {connect_timeout_s:g} s "

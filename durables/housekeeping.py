@@ -43,8 +43,9 @@ def housekeep(ctx: BaseContext) -> Flow[HousekeepReport]:
             report.orphans[channel] = orphans
             log.warning(
                 "%d events of %r were pending for consumers no durable knows; handed back",
-                orphans, channel,
-            )  # fmt: skip
+                orphans,
+                channel,
+            )
     return report
 
 

@@ -258,9 +258,19 @@ class ChannelKeys:
     def channel_level(self) -> list[str]:
         """Every key of the channel beside its stream, meta and durables hash (which
         `delete_channel.lua` takes first): all go when the channel is deleted."""
-        return [self.last_values, self.last_ids, self.nacks, self.unsent_nacks, self.session_trips,
-                self.session_limits, self.overflowed, self.message_ids, self.message_times,
-                self.producers, self.sinks]  # fmt: skip
+        return [
+            self.last_values,
+            self.last_ids,
+            self.nacks,
+            self.unsent_nacks,
+            self.session_trips,
+            self.session_limits,
+            self.overflowed,
+            self.message_ids,
+            self.message_times,
+            self.producers,
+            self.sinks,
+        ]
 
     def per_durable(self, durable: str) -> list[str]:
         """Every key that belongs to one durable, beside its consumer group."""

@@ -123,8 +123,10 @@ def _footprint(value: Any) -> int:
 
 
 def _no_group(stream: bytes, group: bytes) -> str:
-    return (f"NOGROUP No such key '{stream.decode()}' or consumer group '{group.decode()}' "
-            "in XREADGROUP with GROUP option")  # fmt: skip
+    return (
+        f"NOGROUP No such key '{stream.decode()}' or consumer group '{group.decode()}' "
+        "in XREADGROUP with GROUP option"
+    )
 
 
 class _Gone:
@@ -202,10 +204,14 @@ class _Bridge:
             parts.append(SERVER_INFO)
         if section in (b"commandstats", b"all", b"everything"):
             calls = sorted(_calls(self._server).items())
-            parts.append(b"# Commandstats\r\n" + b"".join(
-                f"cmdstat_{name}:calls={n},usec=0,usec_per_call=0.00,rejected_calls=0,"
-                f"failed_calls=0\r\n".encode() for name, n in calls
-            ))  # fmt: skip
+            parts.append(
+                b"# Commandstats\r\n"
+                + b"".join(
+                    f"cmdstat_{name}:calls={n},usec=0,usec_per_call=0.00,rejected_calls=0,"
+                    f"failed_calls=0\r\n".encode()
+                    for name, n in calls
+                )
+            )
         return b"\r\n".join(parts)
 
     def _run_command(self, func: Any, sig: Any, args: list[Any], from_script: bool) -> Any:
@@ -283,8 +289,12 @@ class MemorySocket(_Bridge, FakeSocket):  # type: ignore[misc]  # _xreadgroup ma
 class AsyncMemorySocket(_Bridge, AsyncFakeSocket):  # type: ignore[misc]  # as MemorySocket
     """An asyncio connection's end of the store."""
 
-    def _blocking(self, timeout: float | None, func: Callable[[bool], Any],
-                  shape: Callable[[Any], Any] | None = None) -> Any:  # fmt: skip
+    def _blocking(
+        self,
+        timeout: float | None,
+        func: Callable[[bool], Any],
+        shape: Callable[[Any], Any] | None = None,
+    ) -> Any:
         """fakeredis's, but a read left blocked when its event loop closed (a client
         that was never closed) no longer fails every later write to the store: its
         wake-up, called by the writer, would raise "Event loop is closed" there."""
@@ -316,9 +326,12 @@ class MemoryConnection(FakeRedisConnection):
 
     def _connect(self) -> MemorySocket:
         return MemorySocket(
-            _open(self._server), client_class=self._client_class, db=self.db,
-            lua_modules=self._lua_modules, client_info=self._client_info,
-        )  # fmt: skip
+            _open(self._server),
+            client_class=self._client_class,
+            db=self.db,
+            lua_modules=self._lua_modules,
+            client_info=self._client_info,
+        )
 
     def read_response(self, *args: Any, **kwargs: Any) -> Any:
         sock = self._sock
@@ -333,9 +346,12 @@ class AsyncMemoryConnection(FakeAsyncRedisConnection):
 
     async def _connect(self) -> None:
         self._sock = AsyncMemorySocket(
-            _open(self._server), self.db, client_class=self._client_class,
-            lua_modules=self._lua_modules, client_info=self._client_info,
-        )  # fmt: skip
+            _open(self._server),
+            self.db,
+            client_class=self._client_class,
+            lua_modules=self._lua_modules,
+            client_info=self._client_info,
+        )
         self._reader = FakeReader(self._sock)
         self._writer = FakeWriter(self._sock)
 

@@ -102,25 +102,42 @@ def families(
     up.add_metric([], 0 if figures is None else 1)
     if figures is None:
         return [up]
-    return [up, *_channels(figures), *_durables(figures), *_sessions(figures, per_session),
-            *_server(figures)]  # fmt: skip
+    return [
+        up,
+        *_channels(figures),
+        *_durables(figures),
+        *_sessions(figures, per_session),
+        *_server(figures),
+    ]
 
 
 def _channels(figures: Figures) -> list[GaugeMetricFamily | CounterMetricFamily]:
     length = _gauge("channel_length", "Events in the channel.", ["channel"])
-    retained = _gauge("channel_retained_bytes", "What the channel's stream takes in the "
-                      "server's memory.", ["channel"])  # fmt: skip
-    oldest = _gauge("channel_oldest_event_age_seconds", "Age of the channel's oldest retained "
-                    "event; 0 when it holds none.", ["channel"])  # fmt: skip
-    published = _counter("channel_published", "Events ever published to the channel "
-                         "(its stream's entries-added).", ["channel"])  # fmt: skip
+    retained = _gauge(
+        "channel_retained_bytes",
+        "What the channel's stream takes in the server's memory.",
+        ["channel"],
+    )
+    oldest = _gauge(
+        "channel_oldest_event_age_seconds",
+        "Age of the channel's oldest retained event; 0 when it holds none.",
+        ["channel"],
+    )
+    published = _counter(
+        "channel_published",
+        "Events ever published to the channel (its stream's entries-added).",
+        ["channel"],
+    )
     dropped = _counter(
         "channel_dropped",
         "Events removed before every durable acknowledged them, by reason (capacity, ttl, purge).",
         ["channel", "reason"],
     )
-    duplicates = _counter("channel_duplicates_discarded", "Publishes not stored again: their "
-                          "message id was seen within the dedupe window.", ["channel"])  # fmt: skip
+    duplicates = _counter(
+        "channel_duplicates_discarded",
+        "Publishes not stored again: their message id was seen within the dedupe window.",
+        ["channel"],
+    )
     for c in figures.channels:
         name = c.info.name
         length.add_metric([name], c.info.length)
@@ -155,12 +172,22 @@ def _durables(figures: Figures) -> list[GaugeMetricFamily | CounterMetricFamily]
 
 
 def _sessions(figures: Figures, per_session: bool) -> list[GaugeMetricFamily]:
-    states = _gauge("sessions", "Durable client sessions by state (live, away within its "
-                    "keep-alive, expired).", ["state"])  # fmt: skip
-    queued = _gauge("sessions_queue_depth", "Events queued for sessions and not yet "
-                    "acknowledged, summed over the sessions in each state.", ["state"])  # fmt: skip
-    fullest = _gauge("sessions_queue_fill_ratio_max", "The fullest session queue over its "
-                     "current limit (0..1; 0 when no session has a limit).", [])  # fmt: skip
+    states = _gauge(
+        "sessions",
+        "Durable client sessions by state (live, away within its keep-alive, expired).",
+        ["state"],
+    )
+    queued = _gauge(
+        "sessions_queue_depth",
+        "Events queued for sessions and not yet "
+        "acknowledged, summed over the sessions in each state.",
+        ["state"],
+    )
+    fullest = _gauge(
+        "sessions_queue_fill_ratio_max",
+        "The fullest session queue over its current limit (0..1; 0 when no session has a limit).",
+        [],
+    )
     count = dict.fromkeys(("live", "away", "expired"), 0)
     depth = dict.fromkeys(count, 0)
     ratio = 0.0
@@ -176,10 +203,14 @@ def _sessions(figures: Figures, per_session: bool) -> list[GaugeMetricFamily]:
     fullest.add_metric([], ratio)
     found = [states, queued, fullest]
     if per_session:
-        queue = _gauge("session_queue_depth", "Events queued for the session and not yet "
-                       "acknowledged.", ["session"])  # fmt: skip
-        connected = _gauge("session_connected", "1 while a client holds the session live, "
-                           "else 0.", ["session"])  # fmt: skip
+        queue = _gauge(
+            "session_queue_depth",
+            "Events queued for the session and not yet acknowledged.",
+            ["session"],
+        )
+        connected = _gauge(
+            "session_connected", "1 while a client holds the session live, else 0.", ["session"]
+        )
         for s in figures.sessions:
             queue.add_metric([s.record.id], s.queue_depth)
             connected.add_metric([s.record.id], 1 if s.live else 0)
@@ -199,11 +230,17 @@ def _server(figures: Figures) -> list[GaugeMetricFamily]:
     used.add_metric([], h.used_memory)
     limit = _gauge("server_memory_max_bytes", "The server's maxmemory; 0: no limit.", [])
     limit.add_metric([], h.maxmemory)
-    info = _gauge("server_info", "The server's role and eviction policy (value 1).",
-                  ["role", "eviction_policy"])  # fmt: skip
+    info = _gauge(
+        "server_info",
+        "The server's role and eviction policy (value 1).",
+        ["role", "eviction_policy"],
+    )
     info.add_metric([h.role, h.policy], 1)
-    safe = _gauge("server_eviction_safe", "1 unless the server may evict keys (a maxmemory "
-                  "with a policy other than noeviction).", [])  # fmt: skip
+    safe = _gauge(
+        "server_eviction_safe",
+        "1 unless the server may evict keys (a maxmemory with a policy other than noeviction).",
+        [],
+    )
     safe.add_metric([], 0 if h.evicting else 1)
     aof = _gauge("server_aof_enabled", "1 while the server writes its append-only file.", [])
     aof.add_metric([], 1 if h.aof else 0)

@@ -18,8 +18,16 @@ is ignored, and Redis 7.0 has no such command for a rule to name)."""
 SCRIPTING = ("evalsha", "script|load")
 SERVER = ("info", "time", "wait", "config|get")
 """`config|get` only to see whether RDB snapshots are on: refused, it is not asked."""
-CLUSTER = ("cluster|info", "cluster|slots", "cluster|shards", "cluster|nodes", "command",
-           "command|docs", "command|getkeys", "readonly")  # fmt: skip
+CLUSTER = (
+    "cluster|info",
+    "cluster|slots",
+    "cluster|shards",
+    "cluster|nodes",
+    "command",
+    "command|docs",
+    "command|getkeys",
+    "readonly",
+)
 """redis-py's cluster client reads the slot map and the command table (Cluster only)."""
 SENT = (
     "del", "exists", "get", "hget", "hgetall", "hkeys", "hlen", "hmget", "hset", "hsetnx",

@@ -51,8 +51,9 @@ def publish_encoded(
     lane = producer.take()
     try:
         window = int(settings.dedupe_window_s * 1000)
-        lane_id, sequence = (lane.id, lane.claim(len(batch))) if settings.idempotent_publish \
-            else ("", 0)  # fmt: skip
+        lane_id, sequence = (
+            (lane.id, lane.claim(len(batch))) if settings.idempotent_publish else ("", 0)
+        )
         # A batch names them always: 3 keys are little to it, and sending it twice is not.
         trips = len(batch) > 1 or producer.names_trips(k.channel)
         op = channel_ops.publish(k, batch, window, lane_id, sequence, trips=trips)
@@ -94,14 +95,16 @@ def _publish(
     if not replicas:
         return (yield from run(op, retry=retry))
     timeout = ctx.settings.replica_timeout_s if timeout_s is None else timeout_s
-    ids, confirmed = yield from send([op, channel_ops.wait_replicas(replicas, timeout)],
-                                     retry=retry)  # fmt: skip
+    ids, confirmed = yield from send(
+        [op, channel_ops.wait_replicas(replicas, timeout)], retry=retry
+    )
     if confirmed < replicas:
         raise ReplicationError(
             f"only {confirmed} of {replicas} replica(s) confirmed within {timeout:g} s; "
             f"the event(s) may be stored on the primary but may not survive its loss",
-            confirmed, tuple(ids),
-        )  # fmt: skip
+            confirmed,
+            tuple(ids),
+        )
     return list(ids)
 
 

@@ -99,8 +99,12 @@ class Interest:
     @classmethod
     def from_dict(cls, channel: str, raw: dict[str, Any]) -> Interest:
         found = raw.get("keys")
-        return cls(channel, tuple(found) if found is not None else None, raw.get("regex"),
-                   bool(raw.get("durable", True)))  # fmt: skip
+        return cls(
+            channel,
+            tuple(found) if found is not None else None,
+            raw.get("regex"),
+            bool(raw.get("durable", True)),
+        )
 
 
 @dataclass

@@ -51,8 +51,12 @@ def nack_expired(ctx: BaseContext, k: ChannelKeys) -> Flow[int]:
             interests[event.session_id] = record.interests.get(k.channel) if record else None
         interest = interests[event.session_id]
         if interest is not None and session_ops.interest_matches(interest, event.key):
-            log.warning("session %r: event %s of %r expired before sent", event.session_id,
-                        event.event_id, k.channel)  # fmt: skip
+            log.warning(
+                "session %r: event %s of %r expired before sent",
+                event.session_id,
+                event.event_id,
+                k.channel,
+            )
             yield from run(session_ops.nack(k, event.event_id, event.session_id, "unsent"))
             recorded += 1
     return recorded

@@ -131,17 +131,25 @@ def warnings(health: ServerHealth, allow_eviction: bool) -> list[str]:
     where = f"{health.where}: " if health.where else ""
     said = []
     if health.evicting and allow_eviction:
-        said.append(f"{where}maxmemory-policy {health.policy} may evict durables' keys at "
-                    f"maxmemory {_mib(health.maxmemory)} (accepted: allow_eviction)")  # fmt: skip
+        said.append(
+            f"{where}maxmemory-policy {health.policy} may evict durables' keys at "
+            f"maxmemory {_mib(health.maxmemory)} (accepted: allow_eviction)"
+        )
     elif health.policy != SAFE_POLICY and not health.maxmemory:
-        said.append(f"{where}maxmemory-policy {health.policy} would evict durables' keys "
-                    "once a maxmemory is set: set `maxmemory-policy noeviction`")  # fmt: skip
+        said.append(
+            f"{where}maxmemory-policy {health.policy} would evict durables' keys "
+            "once a maxmemory is set: set `maxmemory-policy noeviction`"
+        )
     if health.persistent is False:
-        said.append(f"{where}neither AOF nor RDB is on: a restart of the server loses every "
-                    "event it confirmed (set `appendonly yes`)")  # fmt: skip
+        said.append(
+            f"{where}neither AOF nor RDB is on: a restart of the server loses every "
+            "event it confirmed (set `appendonly yes`)"
+        )
     elif health.persistent is None and health.aof is False:
-        said.append(f"{where}AOF is off and this user may not read `save`: make sure RDB "
-                    "snapshots are on, or a restart loses what the server confirmed")  # fmt: skip
+        said.append(
+            f"{where}AOF is off and this user may not read `save`: make sure RDB "
+            "snapshots are on, or a restart loses what the server confirmed"
+        )
     return said
 
 

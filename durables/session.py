@@ -102,12 +102,21 @@ class Session(SessionFront[dict[str, bytes]]):
             return
         interests = self.executor.drive(self.marking())
         delivery = Delivery(
-            self.ctx, self.id, interests, self.markers, self.listeners,
-            self.cache, outage=self.lost_connection, away=self.away, resume=self.resuming,
-            queue_gone=self.queue_gone, ended=self.ended, batch=self.recovery_buffer,
+            self.ctx,
+            self.id,
+            interests,
+            self.markers,
+            self.listeners,
+            self.cache,
+            outage=self.lost_connection,
+            away=self.away,
+            resume=self.resuming,
+            queue_gone=self.queue_gone,
+            ended=self.ended,
+            batch=self.recovery_buffer,
             auto_ack=self.auto_ack,
             clock_offset_ms=self._clock_offset_ms,
-        )  # fmt: skip
+        )
         delivery.replicated = self.replicated
         self._delivery = delivery
         delivery.start()
@@ -139,5 +148,13 @@ class Session(SessionFront[dict[str, bytes]]):
         self.close(keepalive=True)
 
 
-__all__ = ["ALL_KEYS", "Interest", "Overflow", "Session", "SessionFront", "SessionInfo",
-           "SessionOptions", "SessionState"]  # fmt: skip
+__all__ = [
+    "ALL_KEYS",
+    "Interest",
+    "Overflow",
+    "Session",
+    "SessionFront",
+    "SessionInfo",
+    "SessionOptions",
+    "SessionState",
+]

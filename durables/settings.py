@@ -222,8 +222,9 @@ def warn_misspelled(environ: Mapping[str, str]) -> None:
     for variable, closest in misspelled(environ).items():
         if variable not in _warned:
             _warned.add(variable)
-            log.warning("%s is not a durables setting and is ignored: did you mean %s?",
-                        variable, closest)  # fmt: skip
+            log.warning(
+                "%s is not a durables setting and is ignored: did you mean %s?", variable, closest
+            )
 
 
 def checked_settings(settings: object, connect: str) -> Settings:

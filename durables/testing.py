@@ -48,22 +48,29 @@ QUICK: dict[str, object] = {"lease_timeout_s": 1.0, "block_s": 0.1}
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("durables", "durables test fixtures")
     group.addoption(
-        "--durables-url", default=None, metavar="URL",
+        "--durables-url",
+        default=None,
+        metavar="URL",
         help="run the durables fixtures on this server (default: memory://)",
-    )  # fmt: skip
+    )
     group.addoption(
-        "--durables-embedded", action="store_true", default=False,
+        "--durables-embedded",
+        action="store_true",
+        default=False,
         help="run the durables fixtures on the embedded server",
-    )  # fmt: skip
+    )
     group.addoption(
-        "--durables-keep", action="store_true", default=False,
+        "--durables-keep",
+        action="store_true",
+        default=False,
         help="keep each test's namespace (its channels, durables, sessions) after the test",
-    )  # fmt: skip
+    )
 
 
 @pytest.fixture(scope="session")
-def durables_url(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-                 ) -> Iterator[str]:  # fmt: skip
+def durables_url(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[str]:
     """The server of the run's durables fixtures."""
     url: str | None = request.config.getoption("durables_url")
     if not request.config.getoption("durables_embedded"):
@@ -132,8 +139,7 @@ async def _aio_client(
 ) -> AsyncIterator[AsyncClient]:
     """An asyncio client in the test's own namespace, closed after the test."""
     try:
-        client = await aio_connect(durables_url, namespace=durables_namespace,
-                                   **durables_settings)  # fmt: skip
+        client = await aio_connect(durables_url, namespace=durables_namespace, **durables_settings)
     except DurablesError as exc:
         _cannot_connect(exc)
     try:
@@ -155,26 +161,31 @@ else:
     durables_aio_client = pytest_asyncio.fixture(_aio_client, name="durables_aio_client")
 
 
-def _messages(payloads: tuple[bytes | str, ...], properties: dict[str, Any] | None
-              ) -> list[Message]:  # fmt: skip
-    return [Message(p if isinstance(p, bytes) else p.encode(), properties=properties)
-            for p in payloads]  # fmt: skip
+def _messages(
+    payloads: tuple[bytes | str, ...], properties: dict[str, Any] | None
+) -> list[Message]:
+    return [
+        Message(p if isinstance(p, bytes) else p.encode(), properties=properties) for p in payloads
+    ]
 
 
-def publish(channel: Channel, *payloads: bytes | str, properties: dict[str, Any] | None = None
-            ) -> list[str]:  # fmt: skip
+def publish(
+    channel: Channel, *payloads: bytes | str, properties: dict[str, Any] | None = None
+) -> list[str]:
     """Publish each payload (str is sent as UTF-8) in one batch; their event ids."""
     return channel.publish_many(_messages(payloads, properties))
 
 
-async def publish_async(channel: AsyncChannel, *payloads: bytes | str,
-                        properties: dict[str, Any] | None = None) -> list[str]:  # fmt: skip
+async def publish_async(
+    channel: AsyncChannel, *payloads: bytes | str, properties: dict[str, Any] | None = None
+) -> list[str]:
     """`publish` for the asyncio client."""
     return await channel.publish_many(_messages(payloads, properties))
 
 
-def drain(durable: Durable, *, count: int | None = None, timeout: float = 1.0,
-          consumer: str = "drain") -> list[Event]:  # fmt: skip
+def drain(
+    durable: Durable, *, count: int | None = None, timeout: float = 1.0, consumer: str = "drain"
+) -> list[Event]:
     """Take events from `durable` and acknowledge them: `count` of them (waiting up to
     `timeout` seconds for them), or with no `count` all that come until none has for
     `timeout`. The events, in the order they came."""
@@ -194,8 +205,13 @@ def drain(durable: Durable, *, count: int | None = None, timeout: float = 1.0,
     return events
 
 
-async def drain_async(durable: AsyncDurable, *, count: int | None = None, timeout: float = 1.0,
-                      consumer: str = "drain") -> list[Event]:  # fmt: skip
+async def drain_async(
+    durable: AsyncDurable,
+    *,
+    count: int | None = None,
+    timeout: float = 1.0,
+    consumer: str = "drain",
+) -> list[Event]:
     """`drain` for the asyncio client."""
     events: list[Event] = []
     async with durable.consumer(consumer, auto_ack=False) as c:

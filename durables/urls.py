@@ -121,9 +121,15 @@ def parse_url(url: str) -> ServerUrl:
         got = _quoted_if_shown("/".join(path), url)
         raise ConfigError(f"the database must be a number, got{got} in {shown(url)!r}")
     return ServerUrl(
-        url, deployment, tls, hosts, service, int(path[0]) if path else 0,
-        unquote(username) or None, unquote(password) or None,
-    )  # fmt: skip
+        url,
+        deployment,
+        tls,
+        hosts,
+        service,
+        int(path[0]) if path else 0,
+        unquote(username) or None,
+        unquote(password) or None,
+    )
 
 
 def _memory_url(url: str, name: str, path: str) -> ServerUrl:
@@ -143,8 +149,9 @@ def tls_options(
     if not url.tls:
         named = [name for name, value in given.items() if value is not None]
         if named:
-            raise ConfigError(f"{', '.join(named)} given, but {url.shown!r} is not a TLS URL "
-                              f"(use rediss://)")  # fmt: skip
+            raise ConfigError(
+                f"{', '.join(named)} given, but {url.shown!r} is not a TLS URL (use rediss://)"
+            )
         return {}
     if (cert is None) != (key is None):
         raise ConfigError("tls_cert_file and tls_key_file go together")

@@ -135,8 +135,9 @@ def error_for(exc: BaseException, context: str = "", script: str | None = None) 
     if kind == "refusal":
         err: DurablesError = refusal(exc, script)
     elif kind == "full":
-        err = ServerFullError(f"the server is at its maxmemory and refuses to store more "
-                              f"({exc}); {FULL_ADVICE}")  # fmt: skip
+        err = ServerFullError(
+            f"the server is at its maxmemory and refuses to store more ({exc}); {FULL_ADVICE}"
+        )
     else:
         word, rest = error_word(exc)
         err = ANSWERS[word](rest)

@@ -103,12 +103,14 @@ def measure(bench: Bench, path: str, variant: str, events: int, make: PathMaker)
     rows = {k: v for k, v in rows.items() if k not in ours}
     top = sorted(rows.items(), key=lambda kv: -kv[1]["usec"])[:3]
     return Budget(
-        path, variant, events,
+        path,
+        variant,
+        events,
         client_us=client * 1e6 / events,
         server_us=server * 1e6 / events,
         round_trips=sends[0] / events,
         top=", ".join(f"{k} {v['usec'] / events:.2f}" for k, v in top),
-    )  # fmt: skip
+    )
 
 
 @contextmanager
@@ -190,8 +192,9 @@ def _away_sessions(client: durables.Client, near: int) -> durables.Channel:
     (overflow 'drop_oldest'), the others with a limit they never reach."""
     ch = client.channel("orders")
     for i in range(SESSIONS):
-        s = client.session(f"s{i}", timeout=3600, max_depth=50 if i < near else 1_000_000,
-                           overflow="drop_oldest")  # fmt: skip
+        s = client.session(
+            f"s{i}", timeout=3600, max_depth=50 if i < near else 1_000_000, overflow="drop_oldest"
+        )
         s.register_interest("orders")
         s.close(keepalive=True)
     ch.publish_many(_messages(1) * 60)  # the near ones reach their limit
@@ -462,11 +465,16 @@ def run(events: int, only: list[str] | None = None) -> list[Budget]:
 
 
 def table(budgets: list[Budget]) -> str:
-    lines = ["| path | variant | client µs/event | server µs/event | round trips/event | "
-             "server's top commands (µs/event) |", "|---|---|---|---|---|---|"]  # fmt: skip
+    lines = [
+        "| path | variant | client µs/event | server µs/event | round trips/event | "
+        "server's top commands (µs/event) |",
+        "|---|---|---|---|---|---|",
+    ]
     for b in budgets:
-        lines.append(f"| {b.path} | {b.variant} | {b.client_us:.1f} | {b.server_us:.1f} | "
-                     f"{b.round_trips:.3f} | {b.top} |")  # fmt: skip
+        lines.append(
+            f"| {b.path} | {b.variant} | {b.client_us:.1f} | {b.server_us:.1f} | "
+            f"{b.round_trips:.3f} | {b.top} |"
+        )
     return "\n".join(lines)
 
 

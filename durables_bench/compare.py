@@ -73,8 +73,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else "")
     parser.add_argument("before", type=Path)
     parser.add_argument("after", type=Path)
-    parser.add_argument("--tolerance", type=float, default=0.1,
-                        help="a gain below 1 - tolerance counts as slower [0.1]")  # fmt: skip
+    parser.add_argument(
+        "--tolerance",
+        type=float,
+        default=0.1,
+        help="a gain below 1 - tolerance counts as slower [0.1]",
+    )
     args = parser.parse_args(argv)
     found = changes(json.loads(args.before.read_text()), json.loads(args.after.read_text()))
     table = Table(title="durables before → after (ratios from the same run)")
@@ -85,8 +89,9 @@ def main(argv: list[str] | None = None) -> int:
         verdict = "slower" if c.gain < 1 - args.tolerance else "ok"
         if verdict == "slower":
             slower.append(c.name)
-        table.add_row(c.name, c.figure, f"{c.before:.2f}", f"{c.after:.2f}", f"{c.gain:.2f}x",
-                      verdict)  # fmt: skip
+        table.add_row(
+            c.name, c.figure, f"{c.before:.2f}", f"{c.after:.2f}", f"{c.gain:.2f}x", verdict
+        )
     Console().print(table)
     if slower:
         print(f"slower than before beyond {args.tolerance:.0%}: {', '.join(slower)}")

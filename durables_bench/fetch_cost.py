@@ -29,8 +29,11 @@ RETAINED_CEILING = 1.05
 class FetchCost(Scenario):
     name = "fetch_cost"
     title = "shared fetch cost by channel size and consumers"
-    cases = (("fetch_cost_base", 0, 0), ("fetch_cost_200k_retained", RETAINED, 0),
-             ("fetch_cost_16_consumers", 0, IDLE_CONSUMERS))  # fmt: skip
+    cases = (
+        ("fetch_cost_base", 0, 0),
+        ("fetch_cost_200k_retained", RETAINED, 0),
+        ("fetch_cost_16_consumers", 0, IDLE_CONSUMERS),
+    )
 
     @property
     def row_names(self) -> list[str]:

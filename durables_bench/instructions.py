@@ -68,8 +68,12 @@ class CallgrindValkey(ValkeyServer):
         return summary(new.read_text(errors="replace"))
 
     def _control(self, flag: str) -> None:
-        subprocess.run(["callgrind_control", flag, str(self.pid)], check=True,
-                       capture_output=True, timeout=self.start_timeout_s)  # fmt: skip
+        subprocess.run(
+            ["callgrind_control", flag, str(self.pid)],
+            check=True,
+            capture_output=True,
+            timeout=self.start_timeout_s,
+        )
 
 
 def summary(dump: str) -> int:
@@ -124,8 +128,9 @@ def table(counts: list[Count]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m durables_bench.instructions",
-                                     description=__doc__)  # fmt: skip
+    parser = argparse.ArgumentParser(
+        prog="python -m durables_bench.instructions", description=__doc__
+    )
     parser.add_argument("--events", type=at_least_one, default=2000)
     parser.add_argument(
         "--only",

@@ -57,8 +57,9 @@ def reading_ahead(r: redis.Redis, events: int) -> float:
             commands: list[tuple[Any, ...]] = []
             if acks:
                 commands.append(("XACK", RAW_STREAM, RAW_GROUP, *acks))
-            commands.append(("XREADGROUP", "GROUP", RAW_GROUP, "w0", "COUNT", BATCH,
-                             "STREAMS", RAW_STREAM, ">"))  # fmt: skip
+            commands.append(
+                ("XREADGROUP", "GROUP", RAW_GROUP, "w0", "COUNT", BATCH, "STREAMS", RAW_STREAM, ">")
+            )
             conn.send_packed_command(conn.pack_commands(commands))
             return len(commands)
 
@@ -107,8 +108,9 @@ def run(events: int, rounds: int) -> list[tuple[float, float, float]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m durables_bench.read_ahead",
-                                     description=__doc__)  # fmt: skip
+    parser = argparse.ArgumentParser(
+        prog="python -m durables_bench.read_ahead", description=__doc__
+    )
     parser.add_argument("--events", type=at_least_one, default=60_000)
     parser.add_argument("--rounds", type=at_least_one, default=3)
     args = parser.parse_args(argv)

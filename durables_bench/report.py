@@ -86,9 +86,17 @@ def _table(title: str, columns: list[str]) -> Table:
 def throughput_table(rows: list[Doc]) -> Table:
     table = _table(
         "Throughput (events/s; server CPU µs per event; medians of rounds)",
-        ["scenario", "durables", "raw", "nats", f"{TIMES} raw", f"{TIMES} nats", "server µs d/r/n",
-         "memory://"],
-    )  # fmt: skip
+        [
+            "scenario",
+            "durables",
+            "raw",
+            "nats",
+            f"{TIMES} raw",
+            f"{TIMES} nats",
+            "server µs d/r/n",
+            "memory://",
+        ],
+    )
     table.add_column("target")
     for row in rows:
         server = " / ".join(_us(row.get(f"{v}_server_us")) for v in VARIANT_LABELS)
@@ -107,9 +115,19 @@ def throughput_table(rows: list[Doc]) -> Table:
 def latency_table(rows: list[Doc]) -> Table:
     table = _table(
         "End-to-end latency (ms; the server's CPU µs per event, and its busy share of a core)",
-        ["scenario", "client", "p50", "p99", "p99.9", "events/s", "per call", "server µs",
-         "busy", "target"],
-    )  # fmt: skip
+        [
+            "scenario",
+            "client",
+            "p50",
+            "p99",
+            "p99.9",
+            "events/s",
+            "per call",
+            "server µs",
+            "busy",
+            "target",
+        ],
+    )
     for row in rows:
         for variant, label in VARIANT_LABELS.items():
             prefix = "" if variant == "durables" else f"{variant}_"

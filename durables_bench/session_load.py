@@ -59,9 +59,11 @@ class PublishWithSessions(FanoutTo):
             for i in range(env.size(self.n, min(self.n, 20))):  # a few with --quick
                 small = i < self.near
                 s = client.session(
-                    f"s{i}", timeout=3600, max_depth=50 if small else 1_000_000,
+                    f"s{i}",
+                    timeout=3600,
+                    max_depth=50 if small else 1_000_000,
                     overflow="drop_oldest",
-                )  # fmt: skip
+                )
                 s.register_interest("sessions")
                 if self.connected:
                     live.append(s)

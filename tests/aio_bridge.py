@@ -32,8 +32,9 @@ class Bridge:
 
     def __init__(self) -> None:
         self.loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self.loop.run_forever, name="aio-bridge",
-                                        daemon=True)  # fmt: skip
+        self._thread = threading.Thread(
+            target=self.loop.run_forever, name="aio-bridge", daemon=True
+        )
         self._thread.start()
         self._proxies: dict[int, tuple[object, Proxy]] = {}
         self._lock = threading.Lock()

@@ -37,13 +37,15 @@ class Console:
     def get(self, path: str, headers: Mapping[str, str] | None = None) -> tuple[int, str]:
         return request(self.base + path, headers=headers)
 
-    def post(self, path: str, body: object, headers: Mapping[str, str] | None = None
-             ) -> tuple[int, str]:  # fmt: skip
+    def post(
+        self, path: str, body: object, headers: Mapping[str, str] | None = None
+    ) -> tuple[int, str]:
         return request(self.base + path, json.dumps(body).encode(), headers)
 
 
-def request(url: str, data: bytes | None = None, headers: Mapping[str, str] | None = None
-            ) -> tuple[int, str]:  # fmt: skip
+def request(
+    url: str, data: bytes | None = None, headers: Mapping[str, str] | None = None
+) -> tuple[int, str]:
     """(status, body) of a GET, or a POST of JSON `data`; redirects are not followed."""
     sent = {"content-type": "application/json", **(headers or {})}
     req = urllib.request.Request(url, data=data, headers=sent, method="POST" if data else "GET")
@@ -61,20 +63,38 @@ class _NoRedirect(urllib.request.HTTPRedirectHandler):
 
 
 @contextmanager
-def console(url: str, namespace: str, *options: str, env: Mapping[str, str] | None = None
-            ) -> Iterator[Console]:  # fmt: skip
+def console(
+    url: str, namespace: str, *options: str, env: Mapping[str, str] | None = None
+) -> Iterator[Console]:
     """`durables console --port 0 OPTIONS` until the block ends (then terminated)."""
-    command = [str(SCRIPT), "--url", url, "--namespace", namespace, "console", "--port", "0",
-               *options]  # fmt: skip
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                               text=True, env={**os.environ, **(env or {})})  # fmt: skip
+    command = [
+        str(SCRIPT),
+        "--url",
+        url,
+        "--namespace",
+        namespace,
+        "console",
+        "--port",
+        "0",
+        *options,
+    ]
+    process = subprocess.Popen(
+        command,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, **(env or {})},
+    )
     try:
         assert process.stdout is not None
         line = process.stdout.readline()  # "serving the console (...) on http://h:p/ ..."
         if "http://" not in line:
             process.kill()
-            raise AssertionError(f"console did not start: {line!r} {process.stderr.read()!r}"
-                                 if process.stderr else line)  # fmt: skip
+            raise AssertionError(
+                f"console did not start: {line!r} {process.stderr.read()!r}"
+                if process.stderr
+                else line
+            )
         base = line.split(" on ", 1)[1].split("/ ", 1)[0]
         _wait_answering(base)
         yield Console(base, process)

@@ -41,21 +41,87 @@ def make_certificates(directory: Path) -> dict[str, Path]:
     client_crt, client_key, client_csr = (
         directory / n for n in ("client.crt", "client.key", "c.csr")
     )
-    made = {"ca.crt": ca, "server.crt": crt, "server.key": key, "client.crt": client_crt,
-            "client.key": client_key}  # fmt: skip
+    made = {
+        "ca.crt": ca,
+        "server.crt": crt,
+        "server.key": key,
+        "client.crt": client_crt,
+        "client.key": client_key,
+    }
     if client_crt.exists():
         return made
     ext.write_text("subjectAltName=IP:127.0.0.1\n")
-    openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
-            "-subj", "/CN=durables-test-ca", "-keyout", ca_key, "-out", ca)  # fmt: skip
-    openssl("req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=127.0.0.1",
-            "-keyout", key, "-out", csr)  # fmt: skip
-    openssl("x509", "-req", "-in", csr, "-CA", ca, "-CAkey", ca_key, "-CAcreateserial",
-            "-days", "1", "-extfile", ext, "-out", crt)  # fmt: skip
-    openssl("req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=durables-test-client",
-            "-keyout", client_key, "-out", client_csr)  # fmt: skip
-    openssl("x509", "-req", "-in", client_csr, "-CA", ca, "-CAkey", ca_key, "-CAcreateserial",
-            "-days", "1", "-out", client_crt)  # fmt: skip
+    openssl(
+        "req",
+        "-x509",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-days",
+        "1",
+        "-subj",
+        "/CN=durables-test-ca",
+        "-keyout",
+        ca_key,
+        "-out",
+        ca,
+    )
+    openssl(
+        "req",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-subj",
+        "/CN=127.0.0.1",
+        "-keyout",
+        key,
+        "-out",
+        csr,
+    )
+    openssl(
+        "x509",
+        "-req",
+        "-in",
+        csr,
+        "-CA",
+        ca,
+        "-CAkey",
+        ca_key,
+        "-CAcreateserial",
+        "-days",
+        "1",
+        "-extfile",
+        ext,
+        "-out",
+        crt,
+    )
+    openssl(
+        "req",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-subj",
+        "/CN=durables-test-client",
+        "-keyout",
+        client_key,
+        "-out",
+        client_csr,
+    )
+    openssl(
+        "x509",
+        "-req",
+        "-in",
+        client_csr,
+        "-CA",
+        ca,
+        "-CAkey",
+        ca_key,
+        "-CAcreateserial",
+        "-days",
+        "1",
+        "-out",
+        client_crt,
+    )
     return made
 
 

@@ -19,8 +19,17 @@ from .conftest import FAST, Connect
 from .helpers import wait_for
 from .servers import RedisProcess
 
-ACL_RULES = ["on", "resetchannels", "+@all", "-flushall", "-flushdb", "-config", "-shutdown",
-             "-acl", "-debug"]  # fmt: skip
+ACL_RULES = [
+    "on",
+    "resetchannels",
+    "+@all",
+    "-flushall",
+    "-flushdb",
+    "-config",
+    "-shutdown",
+    "-acl",
+    "-debug",
+]
 """The ACL line the README documents, for namespace `<ns>`: `~<ns>:*` plus these."""
 
 
@@ -28,8 +37,7 @@ ACL_RULES = ["on", "resetchannels", "+@all", "-flushall", "-flushdb", "-config",
 def limited_url(server: RedisProcess, namespace: str) -> Iterator[str]:
     user, password = f"u{secrets.token_hex(4)}", secrets.token_hex(8)
     with server.client() as admin:
-        admin.execute_command("ACL", "SETUSER", user, f">{password}", f"~{namespace}:*",
-                              *ACL_RULES)  # fmt: skip
+        admin.execute_command("ACL", "SETUSER", user, f">{password}", f"~{namespace}:*", *ACL_RULES)
     yield f"redis://{user}:{password}@127.0.0.1:{server.port}/0"
     with server.client() as admin:
         admin.execute_command("ACL", "DELUSER", user)
@@ -106,8 +114,9 @@ def user_without(server: RedisProcess, namespace: str) -> Iterator[Callable[[str
     def url(rule: str) -> str:
         user, password = f"u{secrets.token_hex(4)}", secrets.token_hex(8)
         with server.client() as admin:
-            admin.execute_command("ACL", "SETUSER", user, f">{password}", f"~{namespace}:*",
-                                  *ACL_RULES, rule)  # fmt: skip
+            admin.execute_command(
+                "ACL", "SETUSER", user, f">{password}", f"~{namespace}:*", *ACL_RULES, rule
+            )
         made.append(user)
         return f"redis://{user}:{password}@127.0.0.1:{server.port}/0"
 

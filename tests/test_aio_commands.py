@@ -25,8 +25,7 @@ import durables
 from . import aio_bridge
 from .servers import RedisProcess
 
-SETTINGS: dict[str, Any] = {"lease_timeout_s": 30.0, "block_s": 0.2,
-                            "housekeep_interval_s": 3600.0}  # fmt: skip
+SETTINGS: dict[str, Any] = {"lease_timeout_s": 30.0, "block_s": 0.2, "housekeep_interval_s": 3600.0}
 """Long leases: no heartbeat beats and no fence is needed while the scenario runs."""
 HANDSHAKE = (b"CLIENT", b"HELLO", b"SELECT", b"PING")
 SERVER_CHOSEN = re.compile(rb"\$\d+\r\n\d{13}(-\d+)?\r\n")
@@ -116,8 +115,7 @@ def recorder(monkeypatch: pytest.MonkeyPatch) -> Recorder:
         await async_send(self, command, check_health)
 
     monkeypatch.setattr(sync_connection.AbstractConnection, "send_packed_command", sync_recording)
-    monkeypatch.setattr(async_connection.AbstractConnection, "send_packed_command",
-                        async_recording)  # fmt: skip
+    monkeypatch.setattr(async_connection.AbstractConnection, "send_packed_command", async_recording)
     return rec
 
 

@@ -28,8 +28,12 @@ def promtool_or_skip() -> str:
 
 
 def test_promtool_accepts_the_shipped_rules() -> None:
-    done = subprocess.run([promtool_or_skip(), "check", "rules", str(RULES)],
-                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    done = subprocess.run(
+        [promtool_or_skip(), "check", "rules", str(RULES)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "SUCCESS: 8 rules found" in done.stdout
 
@@ -51,7 +55,8 @@ def test_the_backlog_dead_letter_and_memory_alerts_fire(tmp_path: Path) -> None:
     promtool = promtool_or_skip()
     shutil.copy(RULES, tmp_path / "rules.yml")
     labels = 'channel="orders",durable="audit"'
-    (tmp_path / "test.yml").write_text(textwrap.dedent(f"""\
+    (tmp_path / "test.yml").write_text(
+        textwrap.dedent(f"""\
         rule_files: [rules.yml]
         evaluation_interval: 1m
         tests:
@@ -101,7 +106,13 @@ def test_the_backlog_dead_letter_and_memory_alerts_fire(tmp_path: Path) -> None:
                     exp_annotations:
                       summary: durable orders/audit is behind
                       description: Its oldest unacknowledged event is 20m 0s old.
-        """))  # fmt: skip
-    done = subprocess.run([promtool, "test", "rules", "test.yml"], cwd=tmp_path,
-                          capture_output=True, text=True, timeout=60)  # fmt: skip
+        """)
+    )
+    done = subprocess.run(
+        [promtool, "test", "rules", "test.yml"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 0, done.stdout + done.stderr

@@ -140,9 +140,14 @@ def test_throughput_rows_show_durables_on_memory_too(rows: dict[str, dict[str, A
     """The `memory://` column: the same scenario with the library on fakeredis, in process."""
     on_memory = [name for name, row in rows.items() if row["memory_per_s"] is not None]
     assert on_memory == [
-        "publish_single", "publish_batch_100", "publish_batch_1000", "consume_exclusive",
-        "consume_shared", "consume_serial", "session_replay",
-    ]  # fmt: skip
+        "publish_single",
+        "publish_batch_100",
+        "publish_batch_1000",
+        "consume_exclusive",
+        "consume_shared",
+        "consume_serial",
+        "session_replay",
+    ]
     for name in on_memory:
         row = rows[name]
         assert row["ratio_memory"] == pytest.approx(

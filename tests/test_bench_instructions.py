@@ -15,8 +15,9 @@ pytestmark = pytest.mark.skipif(
     os.environ.get("DURABLES_TEST_SERVER") == "redis",
     reason="the tool starts its own valkey whatever the suite runs against: once is enough",
 )
-needs_valgrind = pytest.mark.skipif(shutil.which("valgrind") is None,
-                                    reason="valgrind is not installed")  # fmt: skip
+needs_valgrind = pytest.mark.skipif(
+    shutil.which("valgrind") is None, reason="valgrind is not installed"
+)
 
 
 def test_a_dump_gives_its_summary_and_anything_else_is_refused() -> None:
@@ -38,8 +39,11 @@ def test_without_valgrind_it_says_what_to_install(
 @pytest.mark.slow
 def test_the_count_is_the_measured_step_alone_and_repeats() -> None:
     first, second = (instructions.run(100, ["publish_single"]) for _ in range(2))
-    per = {(c.variant, i): c.instructions / c.events
-           for i, run in enumerate((first, second)) for c in run}  # fmt: skip
+    per = {
+        (c.variant, i): c.instructions / c.events
+        for i, run in enumerate((first, second))
+        for c in run
+    }
     # an XADD round trip is some thousands of instructions, not the server's start-up
     # (hundreds of millions) or nothing; a publish script does more than a bare XADD
     assert 5_000 < per["raw", 0] < 60_000

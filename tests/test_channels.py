@@ -328,8 +328,9 @@ def test_a_mixed_batch_round_trips_every_event_exactly(client: durables.Client) 
     ]
     messages = [shapes[i * 5 % 6](i) for i in range(2500)]  # three script calls
     ids = ch.publish_many(messages)
-    ack = ch.publish("ack", key="k1", properties={"p": 1}, ack_required=True, ack_timeout=60,
-                     message_id="ack-1")  # fmt: skip
+    ack = ch.publish(
+        "ack", key="k1", properties={"p": 1}, ack_required=True, ack_timeout=60, message_id="ack-1"
+    )
     assert ch.publish("ack again", message_id="ack-1") == ack
     ch.remove_key("k2")
 

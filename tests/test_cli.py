@@ -143,9 +143,14 @@ def test_create_refuses_a_durable_that_exists_with_another_kind(
 ) -> None:
     channel.durable("billing", kind="shared")
     cli.fails(
-        exits.CONFLICT, "error: durable 'billing' on 'orders' exists as kind='shared'",
-        "create", "orders", "billing", "--kind", "serial",
-    )  # fmt: skip
+        exits.CONFLICT,
+        "error: durable 'billing' on 'orders' exists as kind='shared'",
+        "create",
+        "orders",
+        "billing",
+        "--kind",
+        "serial",
+    )
 
 
 def test_create_refuses_a_bad_filter_and_names_the_position(cli: Cli) -> None:
@@ -164,10 +169,26 @@ def test_publish_prints_the_id_and_types_property_values(
 ) -> None:
     durable = channel.durable("reader")
     out = cli.ok(
-        "publish", "orders", "hello", "-k", "k1",
-        "-p", "qty=5", "-p", "price=1.5", "-p", "vip=true", "-p", "region=eu",
-        "-p", "code=007", "-p", 'label="42"', "-p", "note=a=b",
-    )  # fmt: skip
+        "publish",
+        "orders",
+        "hello",
+        "-k",
+        "k1",
+        "-p",
+        "qty=5",
+        "-p",
+        "price=1.5",
+        "-p",
+        "vip=true",
+        "-p",
+        "region=eu",
+        "-p",
+        "code=007",
+        "-p",
+        'label="42"',
+        "-p",
+        "note=a=b",
+    )
     with durable.consumer() as consumer:
         (event,) = fetch_all(consumer, 1)
     assert out.strip() == event.id

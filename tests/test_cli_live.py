@@ -209,11 +209,20 @@ def test_watch_piped_prints_frames_says_down_since_during_an_outage_and_goes_on(
 ) -> None:
     with durables.connect(fresh_server.url, namespace=namespace) as setup:
         setup.channel("orders").publish(b"x")
-    command = [str(SCRIPT), "--url", fresh_server.url, "--namespace", namespace, "watch",
-               "--interval", "0.2"]  # fmt: skip
+    command = [
+        str(SCRIPT),
+        "--url",
+        fresh_server.url,
+        "--namespace",
+        namespace,
+        "watch",
+        "--interval",
+        "0.2",
+    ]
     env = {**os.environ, "DURABLES_CONNECT_TIMEOUT_S": "1"}
-    child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                             text=True, env=env)  # fmt: skip
+    child = subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+    )
     assert child.stdout is not None
     try:
         frames = 0
@@ -335,9 +344,20 @@ def test_help_lists_every_command() -> None:
     result = CliRunner().invoke(CLI, ["--help"])
     assert result.exit_code == exits.OK
     for command in (
-        "channels", "channel", "durables", "inspect", "create", "purge", "delete",
-        "publish", "tail", "watch", "housekeep", "server", "demo",
-    ):  # fmt: skip
+        "channels",
+        "channel",
+        "durables",
+        "inspect",
+        "create",
+        "purge",
+        "delete",
+        "publish",
+        "tail",
+        "watch",
+        "housekeep",
+        "server",
+        "demo",
+    ):
         assert f"\n  {command} " in result.stdout
 
 
@@ -386,12 +406,21 @@ def test_bench_says_what_to_install_where_the_benchmark_is_not(
     cli: Cli, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setitem(sys.modules, "durables_bench", None)  # makes the import fail
-    said = cli.fails(exits.ERROR, "the benchmark (the package durables_bench) is not installed",
-                     "bench", "--list")  # fmt: skip
+    said = cli.fails(
+        exits.ERROR,
+        "the benchmark (the package durables_bench) is not installed",
+        "bench",
+        "--list",
+    )
     assert "pip install 'durables[bench]'" in said.stderr
 
 
 def test_the_benchmark_ships_beside_the_library_and_runs_as_a_module() -> None:
-    listed = subprocess.run([sys.executable, "-m", "durables_bench", "--list"],
-                            capture_output=True, text=True, check=True, timeout=60)  # fmt: skip
+    listed = subprocess.run(
+        [sys.executable, "-m", "durables_bench", "--list"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
     assert "publish_single" in listed.stdout

@@ -98,19 +98,31 @@ def test_completion_offers_the_commands_that_match() -> None:
     ("args", "code", "message"),
     [
         (("durables", "nope"), exits.NOT_FOUND, "error: channel 'nope' does not exist"),
-        (("inspect", "orders", "nope"), exits.NOT_FOUND,
-         "error: durable 'nope' does not exist on channel 'orders'"),
-        (("create", "orders", "b", "--filter", "qty >"), exits.INVALID,
-         "error: expected a value or condition, found end of expression at position 5"),
-        (("create", "orders", "b", "--kind", "bogus"), exits.USAGE,
-         "error: invalid value for '--kind': 'bogus' is not one of"),
-        (("publish", "orders", "x", "-p", "region"), exits.USAGE,
-         "error: invalid value for '-p' / '--property': 'region' is not NAME=VALUE"),
+        (
+            ("inspect", "orders", "nope"),
+            exits.NOT_FOUND,
+            "error: durable 'nope' does not exist on channel 'orders'",
+        ),
+        (
+            ("create", "orders", "b", "--filter", "qty >"),
+            exits.INVALID,
+            "error: expected a value or condition, found end of expression at position 5",
+        ),
+        (
+            ("create", "orders", "b", "--kind", "bogus"),
+            exits.USAGE,
+            "error: invalid value for '--kind': 'bogus' is not one of",
+        ),
+        (
+            ("publish", "orders", "x", "-p", "region"),
+            exits.USAGE,
+            "error: invalid value for '-p' / '--property': 'region' is not NAME=VALUE",
+        ),
         (("inspect", "orders"), exits.USAGE, "error: missing argument 'DURABLE'"),
         (("bogus",), exits.USAGE, "error: no such command 'bogus' (see 'durables -h')"),
         (("--bogus", "channels"), exits.USAGE, "error: no such option '--bogus'"),
     ],
-)  # fmt: skip
+)
 def test_an_error_is_one_line_with_its_exit_code(
     server_url: str,
     namespace: str,
@@ -200,8 +212,15 @@ def test_dead_letter_replay_asks_first_then_publishes_them_again(
     cli: Cli, channel: durables.Channel
 ) -> None:
     durable = make_dead_letters(channel, 3)
-    cli.fails(exits.ABORTED, "aborted: nothing replayed", "dead-letters", "orders", "billing",
-              "--replay", input="n\n")  # fmt: skip
+    cli.fails(
+        exits.ABORTED,
+        "aborted: nothing replayed",
+        "dead-letters",
+        "orders",
+        "billing",
+        "--replay",
+        input="n\n",
+    )
     out = cli.ok("dead-letters", "orders", "billing", "--replay", "--yes")
     assert out == "replayed 3 dead letters of durable 'billing' of channel 'orders'\n"
     assert durable.dead_letters() == [] and durable.depth() == 3
@@ -211,8 +230,17 @@ def test_dead_letter_replay_shows_a_bar_on_a_terminal(
     server_url: str, namespace: str, channel: durables.Channel
 ) -> None:
     durable = make_dead_letters(channel, 3)
-    args = ["--url", server_url, "--namespace", namespace, "dead-letters", "orders", "billing",
-            "--replay", "--yes"]  # fmt: skip
+    args = [
+        "--url",
+        server_url,
+        "--namespace",
+        namespace,
+        "dead-letters",
+        "orders",
+        "billing",
+        "--replay",
+        "--yes",
+    ]
     code, shown = run_on_terminal(args)
     assert code == exits.OK, shown
     assert "replaying" in shown

@@ -17,8 +17,11 @@ pytestmark = pytest.mark.both_clients
 
 
 def _connection_lines(caplog: pytest.LogCaptureFixture) -> list[str]:
-    return [r.getMessage() for r in caplog.records
-            if r.name == "durables.io.executor" and r.levelno >= logging.INFO]  # fmt: skip
+    return [
+        r.getMessage()
+        for r in caplog.records
+        if r.name == "durables.io.executor" and r.levelno >= logging.INFO
+    ]
 
 
 def test_a_server_restart_logs_each_change_of_the_connection_once(

@@ -93,9 +93,13 @@ def test_a_forked_child_does_not_share_its_parents_sockets(
 def test_interrupting_closes_a_connection_in_use(server: RedisProcess, namespace: str) -> None:
     """`disconnect(in_use=True)` wakes a call blocked on the server at once."""
     with server.client() as r:
-        conns = Connections(redis.Redis(host=r.connection_pool.connection_kwargs["host"],
-                                        port=r.connection_pool.connection_kwargs["port"],
-                                        socket_timeout=30))  # fmt: skip
+        conns = Connections(
+            redis.Redis(
+                host=r.connection_pool.connection_kwargs["host"],
+                port=r.connection_pool.connection_kwargs["port"],
+                socket_timeout=30,
+            )
+        )
         conns.call(("PING",))
         failed: list[BaseException] = []
 

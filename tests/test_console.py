@@ -40,9 +40,10 @@ def browser() -> Iterator[Browser]:
 
     with sync_playwright() as playwright:
         launched = playwright.chromium.launch(
-            executable_path=str(chromium), headless=True,
+            executable_path=str(chromium),
+            headless=True,
             args=["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"],
-        )  # fmt: skip
+        )
         yield launched
         launched.close()
 
@@ -155,8 +156,9 @@ def test_without_admin_no_action_is_offered_and_the_endpoints_refuse(
         p.goto(running.base + "/channels/orders")
         assert p.locator("button.action").count() == 0
         for action in ("purge", "delete-channel"):
-            status, body = running.post(f"/actions/{action}", {"channel": "orders"},
-                                        {"x-durables-csrf": csrf})  # fmt: skip
+            status, body = running.post(
+                f"/actions/{action}", {"channel": "orders"}, {"x-durables-csrf": csrf}
+            )
             assert status == 403 and "read-only" in body, (status, body)
         status, _ = running.get("/api/impact?action=purge&channel=orders")
         assert status == 403
@@ -177,8 +179,9 @@ def test_a_hostile_channel_name_shows_as_text(
     client.redis.srem(f"{namespace}:channels", "x")
     client.redis.sadd(f"{namespace}:channels", EVIL)
     orders = client.channel("orders")
-    orders.durable("eu", kind="shared", start="earliest",
-                   filter="note = '<img src=y onerror=alert(3)>'")  # fmt: skip
+    orders.durable(
+        "eu", kind="shared", start="earliest", filter="note = '<img src=y onerror=alert(3)>'"
+    )
     with console(server_url, namespace, "--admin") as running:
         p.goto(running.base + "/")
         link = p.locator("#channels tr a").first
@@ -224,8 +227,7 @@ def test_sessions_and_dead_letters_are_shown_and_operated(
     p, dialogs = page
     orders = client.channel("orders")
     billing = orders.durable("billing", kind="shared", max_deliveries=1)
-    session = client.session("mobile-42", timeout=600, max_depth=1000,
-                             disconnected_max_depth=5000)  # fmt: skip
+    session = client.session("mobile-42", timeout=600, max_depth=1000, disconnected_max_depth=5000)
     session.register_interest("orders")
     session.close(keepalive=True)
     orders.publish_many([durables.Message(b"<i>e%d</i>" % i) for i in (1, 2)])
@@ -290,8 +292,9 @@ def test_a_durable_then_a_channel_are_deleted_through_the_pages(
         expect(p.locator("tr[data-session='phone'] [data-field='state']")).to_have_text("live")
         assert p.locator("tr[data-session='phone'] button").count() == 0  # its client's to close
         token = p.locator("meta[name='csrf']").get_attribute("content") or ""
-        status, body = running.post("/actions/close-session", {"session": "phone"},
-                                    {"x-durables-csrf": token})  # fmt: skip
+        status, body = running.post(
+            "/actions/close-session", {"session": "phone"}, {"x-durables-csrf": token}
+        )
         assert status == 400 and "is live" in body
     assert [s.id for s in client.sessions()] == ["phone"]
     live.close()

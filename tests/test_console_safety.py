@@ -46,8 +46,13 @@ def test_without_its_extra_the_console_says_how_to_get_it(
     cli: Cli, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setitem(sys.modules, "uvicorn", None)  # makes the import fail
-    cli.fails(exits.ERROR, "error: the console needs its extra: pip install 'durables[console]'",
-              "console", "--port", "0")  # fmt: skip
+    cli.fails(
+        exits.ERROR,
+        "error: the console needs its extra: pip install 'durables[console]'",
+        "console",
+        "--port",
+        "0",
+    )
 
 
 def test_a_port_in_use_is_one_line_with_its_exit_code(cli: Cli, server_url: str) -> None:
@@ -76,9 +81,11 @@ def test_the_token_login_redirects_only_to_a_path_of_the_console(
 ) -> None:
     with console(server_url, namespace, env={"DURABLES_CONSOLE_TOKEN": "let-me-in"}) as running:
         host, port = running.base.removeprefix("http://").split(":")
-        for path, expected in (("//evil.example/x?token=let-me-in&a=1", "/evil.example/x?a=1"),
-                               ("/\\evil.example/x?token=let-me-in", "/%5Cevil.example/x"),
-                               ("/sessions?token=let-me-in", "/sessions")):  # fmt: skip
+        for path, expected in (
+            ("//evil.example/x?token=let-me-in&a=1", "/evil.example/x?a=1"),
+            ("/\\evil.example/x?token=let-me-in", "/%5Cevil.example/x"),
+            ("/sessions?token=let-me-in", "/sessions"),
+        ):
             connection = http.client.HTTPConnection(host, int(port), timeout=10)
             connection.request("GET", path)
             reply = connection.getresponse()
@@ -120,8 +127,14 @@ def test_without_a_token_only_a_loopback_host_name_is_answered(
     """Another site's name rebound to 127.0.0.1 (DNS rebinding) gets nothing."""
     with console(server_url, namespace, "--admin") as running:
         port = running.base.rsplit(":", 1)[1]
-        for host in (f"127.0.0.1:{port}", f"localhost:{port}", f"[::1]:{port}", "[::1]",
-                     "localhost", "127.0.0.1"):  # fmt: skip
+        for host in (
+            f"127.0.0.1:{port}",
+            f"localhost:{port}",
+            f"[::1]:{port}",
+            "[::1]",
+            "localhost",
+            "127.0.0.1",
+        ):
             assert running.get("/api/state", {"host": host})[0] == 200, host
         status, icon = running.get("/favicon.ico")
         assert status == 200 and icon.startswith("<svg")

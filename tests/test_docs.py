@@ -63,8 +63,12 @@ def test_a_runnable_block_runs(
     # As the server's administrator: some blocks show administration (CONFIG, ACL SETUSER),
     # which the limited user of a DURABLES_TEST_SECURE=1 run may not do
     url = f"redis://127.0.0.1:{server.port}/0"
-    env = {**os.environ, "DURABLES_URL": url, "DURABLES_NAMESPACE": namespace,
-           "DURABLES_BLOCK_S": "0.2"}  # fmt: skip
+    env = {
+        **os.environ,
+        "DURABLES_URL": url,
+        "DURABLES_NAMESPACE": namespace,
+        "DURABLES_BLOCK_S": "0.2",
+    }
     done = subprocess.run(
         [sys.executable, "-c", code],
         env=env,
@@ -81,13 +85,23 @@ def test_every_block_runs_beside_every_other_in_one_namespace_in_any_order(
     server: RedisProcess, tmp_path: Path
 ) -> None:
     url = f"redis://127.0.0.1:{server.port}/0"
-    env = {**os.environ, "DURABLES_URL": url, "DURABLES_NAMESPACE": f"d{uuid.uuid4().hex[:8]}",
-           "DURABLES_BLOCK_S": "0.2"}  # fmt: skip
+    env = {
+        **os.environ,
+        "DURABLES_URL": url,
+        "DURABLES_NAMESPACE": f"d{uuid.uuid4().hex[:8]}",
+        "DURABLES_BLOCK_S": "0.2",
+    }
     seed = random.randrange(1 << 30)
     failed = []
     for at, code in random.Random(seed).sample(BLOCKS, len(BLOCKS)):
-        done = subprocess.run([sys.executable, "-c", code], env=env, cwd=tmp_path,
-                              capture_output=True, text=True, timeout=60)  # fmt: skip
+        done = subprocess.run(
+            [sys.executable, "-c", code],
+            env=env,
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         if done.returncode != 0:
             failed.append(f"{at}: {done.stderr.strip().splitlines()[-1:]}")
     assert failed == [], f"in the order of seed {seed}"
@@ -146,8 +160,9 @@ def test_every_test_a_page_cites_exists() -> None:
     missing = []
     for page, (path, name) in cited:
         source = ROOT / path
-        if not source.exists() or not re.search(rf"^(async )?def {name}\(", source.read_text(),
-                                                re.MULTILINE):  # fmt: skip
+        if not source.exists() or not re.search(
+            rf"^(async )?def {name}\(", source.read_text(), re.MULTILINE
+        ):
             missing.append(f"{page.name}: {path}::{name}")
     assert missing == []
 

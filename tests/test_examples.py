@@ -184,8 +184,13 @@ class Lines:
 def test_reconnecting_session_example_rides_through_a_dropped_and_a_black_holed_connection(
     server: RedisProcess, namespace: str
 ) -> None:
-    env = {**os.environ, "DURABLES_NAMESPACE": namespace, "DURABLES_LEASE_TIMEOUT_S": "1",
-           "DURABLES_BLOCK_S": "0.2", "DURABLES_HOUSEKEEP_INTERVAL_S": "3600"}  # fmt: skip
+    env = {
+        **os.environ,
+        "DURABLES_NAMESPACE": namespace,
+        "DURABLES_LEASE_TIMEOUT_S": "1",
+        "DURABLES_BLOCK_S": "0.2",
+        "DURABLES_HOUSEKEEP_INTERVAL_S": "3600",
+    }
     published: list[str] = []
     with (
         FaultProxy(server.port) as proxy,
@@ -195,8 +200,11 @@ def test_reconnecting_session_example_rides_through_a_dropped_and_a_black_holed_
         orders = producer.channel("orders")
         with subprocess.Popen(
             [sys.executable, str(EXAMPLES / "reconnecting_session.py"), "--count", "80"],
-            env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-        ) as example:  # fmt: skip
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        ) as example:
             out = Lines(example)
             try:
                 out.wait_for(lambda lines: "ready" in lines)

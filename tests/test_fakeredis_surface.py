@@ -174,9 +174,19 @@ def test_an_asyncio_connection_is_made_of_the_parts_memory_sets() -> None:
         try:
             await conn.connect()
             assert isinstance(conn._sock, memory.AsyncMemorySocket)
-            return [name for name in ("_reader", "_writer", "_server", "db", "_client_class",
-                                      "_lua_modules", "_client_info")
-                    if not hasattr(conn, name)]  # fmt: skip
+            return [
+                name
+                for name in (
+                    "_reader",
+                    "_writer",
+                    "_server",
+                    "db",
+                    "_client_class",
+                    "_lua_modules",
+                    "_client_info",
+                )
+                if not hasattr(conn, name)
+            ]
         finally:
             await client.connection_pool.release(conn)
             await client.aclose()

@@ -106,8 +106,14 @@ def test_a_session_resumes_through_a_killed_proxy_and_gets_everything_once_in_or
         time.sleep(0.3)
         counts = tally.count(published)
         print(counts)
-        assert counts == {"published": 200, "delivered": 200, "lost": 0, "duplicated": 0,
-                          "unflagged_duplicates": 0, "reordered": 0}  # fmt: skip
+        assert counts == {
+            "published": 200,
+            "delivered": 200,
+            "lost": 0,
+            "duplicated": 0,
+            "unflagged_duplicates": 0,
+            "reordered": 0,
+        }
         assert states == [("connected", "disconnected"), ("disconnected", "connected")]
         assert s.resumed and s.id == "mobile-42"
         s.close()
@@ -213,8 +219,9 @@ def test_a_shared_consumer_black_holed_while_it_watches_loses_nothing_and_holds_
                 near_dur.consumer("near-1", prefetch=5, auto_ack=True) as n1,
                 near_dur.consumer("near-2", prefetch=5, auto_ack=True) as n2,
             ):
-                tally, near_at, others, threads = _consume({"far": far, "near-1": n1, "near-2": n2},
-                                                   stop)  # fmt: skip
+                tally, near_at, others, threads = _consume(
+                    {"far": far, "near-1": n1, "near-2": n2}, stop
+                )
                 try:
                     key = f"{namespace}:{{orders}}:waits:{durable}"
                     far_id = cast(Any, far.reader).id
@@ -378,17 +385,19 @@ def test_soak_ten_sessions_through_proxies_under_random_faults(
                 started = time.monotonic()
                 for start in range(0, EVENTS, 100):
                     for i in range(start, start + 100):
-                        published.append(ch.publish(f"e{i}", ack_required=i % 2 == 0,
-                                                    ack_timeout=120))  # fmt: skip
+                        published.append(
+                            ch.publish(f"e{i}", ack_required=i % 2 == 0, ack_timeout=120)
+                        )
                     time.sleep(0.01)
                 # a fast machine publishes before much has gone wrong: keep the faults
                 # coming until there were 20 (bounded), while the sessions catch up
                 assert wait_for(lambda: sum(chaos.done.values()) >= 20, SOAK_S)
             everyone = [tally for _, tally, _ in sessions]
-            assert wait_for(lambda: all(set(published) <= set(t.ids) for t in everyone),
-                            SOAK_S)  # fmt: skip
-            print(f"published {len(published)} in {time.monotonic() - started:.1f} s; "
-                  f"faults: {chaos.done}")  # fmt: skip
+            assert wait_for(lambda: all(set(published) <= set(t.ids) for t in everyone), SOAK_S)
+            print(
+                f"published {len(published)} in {time.monotonic() - started:.1f} s; "
+                f"faults: {chaos.done}"
+            )
             assert sum(chaos.done.values()) >= 20
             for i, tally in enumerate(everyone):
                 counts = tally.count(published)

@@ -95,8 +95,12 @@ def test_the_oldest_age_counts_events_not_handed_out_and_a_filter_holds_only_mat
     orders = client.channel("orders")
     orders.durable("idle", start="earliest")  # no consumer: nothing handed out
     eu = orders.durable("eu", kind="exclusive", start="earliest", filter="region = 'eu'")
-    orders.publish_many([durables.Message(b"%d" % i, properties={"region": region})
-                         for i, region in enumerate(["eu", "us", "us", "eu", "us"])])  # fmt: skip
+    orders.publish_many(
+        [
+            durables.Message(b"%d" % i, properties={"region": region})
+            for i, region in enumerate(["eu", "us", "us", "eu", "us"])
+        ]
+    )
     with eu.consumer("e1") as holder:
         assert len(fetch_all(holder, 2)) == 2  # the two eu events, held unacknowledged
         time.sleep(0.5)
@@ -144,8 +148,12 @@ def test_figures_name_what_retains_a_channel_and_who_is_attached_where(
 def test_browsing_shows_events_and_delivers_nothing(client: durables.Client) -> None:
     orders = client.channel("orders")
     eu = orders.durable("eu", start="earliest", filter="region = 'eu'")
-    orders.publish_many([durables.Message(b"event %d" % i, properties={"region": r})
-                         for i, r in enumerate(["us", "eu", "eu"])])  # fmt: skip
+    orders.publish_many(
+        [
+            durables.Message(b"event %d" % i, properties={"region": r})
+            for i, r in enumerate(["us", "eu", "eu"])
+        ]
+    )
     assert [e.text for e in orders.browse(2)] == ["event 2", "event 1"]
     assert [e.text for e in eu.browse(5)] == ["event 1", "event 2"]
     assert (eu.depth(), eu.transaction_depth()) == (2, 0)

@@ -61,8 +61,9 @@ def test_purge_up_to_an_id_past_the_last_is_one_line_and_removes_nothing(
 def test_the_purge_prompt_names_an_id_not_a_count(client: durables.Client, cli: Cli) -> None:
     first = publish(client.channel("orders"), 2)[0]
 
-    result = cli.fails(exits.ABORTED, "nothing purged", "purge", "orders", "--up-to", first,
-                       input="n\n")  # fmt: skip
+    result = cli.fails(
+        exits.ABORTED, "nothing purged", "purge", "orders", "--up-to", first, input="n\n"
+    )
 
     assert f"Remove the events up to and including id {first} of channel" in result.stdout
 
@@ -80,10 +81,20 @@ def test_an_admin_command_with_no_server_named_says_how_to_name_one_and_starts_n
 ) -> None:
     home = tmp_path / "home"
     env = {k: v for k, v in os.environ.items() if not k.startswith("DURABLES_")}
-    for command in (["channels"], ["metrics", "--serve", "0"], ["watch"],
-                    ["console", "--port", "0"]):  # fmt: skip
-        done = subprocess.run([str(SCRIPT), *command], env={**env, "DURABLES_HOME": str(home)},
-                              cwd=tmp_path, capture_output=True, text=True, timeout=60)  # fmt: skip
+    for command in (
+        ["channels"],
+        ["metrics", "--serve", "0"],
+        ["watch"],
+        ["console", "--port", "0"],
+    ):
+        done = subprocess.run(
+            [str(SCRIPT), *command],
+            env={**env, "DURABLES_HOME": str(home)},
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert done.returncode == exits.UNREACHABLE, (command, done.stderr)
         assert done.stdout == "", command
         (line,) = done.stderr.splitlines()

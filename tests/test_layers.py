@@ -197,7 +197,8 @@ def test_every_class_that_declares_abstract_methods_is_abstract() -> None:
         for cls in vars(importlib.import_module(name)).values():
             ours = isinstance(cls, type) and cls.__module__.startswith("durables")
             declares = ours and any(
-                getattr(v, "__isabstractmethod__", False) for v in vars(cls).values())  # fmt: skip
+                getattr(v, "__isabstractmethod__", False) for v in vars(cls).values()
+            )
             if declares and not inspect.isabstract(cls):
                 loose.append(f"{cls.__module__}.{cls.__qualname__}")
     assert loose == []
@@ -207,9 +208,13 @@ def test_only_the_asyncio_client_imports_the_asyncio_client() -> None:
     """`durables.aio` is opt-in: the sync library never loads it (nor redis.asyncio). The
     pytest plugin (`testing`) is no part of the library: it has fixtures of both clients; the
     web console (`durables.console`, an asyncio program of its own) is built on it."""
-    users = [m for m, targets in graph().items() if not m.startswith(("aio", "console"))
-             and any(t == "aio" or t.startswith("aio.") for t in targets)
-             and m != "testing"]  # fmt: skip
+    users = [
+        m
+        for m, targets in graph().items()
+        if not m.startswith(("aio", "console"))
+        and any(t == "aio" or t.startswith("aio.") for t in targets)
+        and m != "testing"
+    ]
     assert users == []
 
 
@@ -254,8 +259,11 @@ def test_each_module_imports_alone() -> None:
     names = [n for n in importable("durables") if n != "durables"] + importable("durables_bench")
     done = subprocess.run(
         [sys.executable, "-c", ALONE, str(ROOT), *names],
-        capture_output=True, text=True, timeout=120, check=False,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
 
 
@@ -276,13 +284,25 @@ def test_the_library_imports_neither_the_benchmark_nor_the_cli() -> None:
         "    importlib.import_module(name)\n"
         f"print(sorted(m for m in sys.modules if m.startswith({BESIDE!r})))\n"
     )
-    done = subprocess.run([sys.executable, "-c", probe, *importable("durables")],
-                          capture_output=True, text=True, timeout=120, check=True)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-c", probe, *importable("durables")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
     assert done.stdout.strip() == "[]"
 
 
-LOCKING = ("readers", "sessions", "session", "aio.session", "consumer", "aio.consumer",
-           "subscription")  # fmt: skip
+LOCKING = (
+    "readers",
+    "sessions",
+    "session",
+    "aio.session",
+    "consumer",
+    "aio.consumer",
+    "subscription",
+)
 """Where a reader's or a session's lock is taken: these modules and those inside these
 packages (every module of `readers/`, each checked on its own)."""
 
@@ -291,8 +311,9 @@ def locking_modules() -> list[str]:
     return [m for m in modules() if m in LOCKING or m.startswith(tuple(p + "." for p in LOCKING))]
 
 
-WAITING = frozenset({"drive", "run", "run_all", "send", "execute", "recover", "sleep", "pause",
-                     "wait", "join"})  # fmt: skip
+WAITING = frozenset(
+    {"drive", "run", "run_all", "send", "execute", "recover", "sleep", "pause", "wait", "join"}
+)
 """Calls that wait on the server or the clock: a flow driven (`executor.drive`), operations
 sent (`run`, `run_all`, `send`, a pipeline's `execute`), an outage waited out (`recover`), a
 sleep or pause, a wait on an event or a thread."""
@@ -345,11 +366,17 @@ def round_trips() -> frozenset[str]:
         for cls in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if not isinstance(cls, ast.ClassDef):
                 continue
-            calls = {fn.name: [n for n in ast.walk(fn) if isinstance(n, ast.Call)]
-                     for fn in cls.body if isinstance(fn, FUNCTION)}  # fmt: skip
+            calls = {
+                fn.name: [n for n in ast.walk(fn) if isinstance(n, ast.Call)]
+                for fn in cls.body
+                if isinstance(fn, FUNCTION)
+            }
             mine: set[str] = set()
-            while more := {m for m, made in calls.items()
-                           if m not in mine and any(_sends(c, mine) for c in made)}:  # fmt: skip
+            while more := {
+                m
+                for m, made in calls.items()
+                if m not in mine and any(_sends(c, mine) for c in made)
+            }:
                 mine |= more
             found |= mine
     return frozenset(name for name in found if not name.startswith("__") and name not in PLAIN)
@@ -379,8 +406,11 @@ def test_no_reader_or_session_lock_is_held_across_a_round_trip() -> None:
     that wants it (a fetch behind a listener's acknowledgement, the heartbeat telling the
     session its lease is gone) for as long as the server takes, an outage too."""
     waiting = round_trips()
-    held = [where for name in locking_modules()
-            for where in held_across_waits(name, modules()[name].read_text(), waiting)]  # fmt: skip
+    held = [
+        where
+        for name in locking_modules()
+        for where in held_across_waits(name, modules()[name].read_text(), waiting)
+    ]
     assert not held, "a lock held across a round trip: " + "; ".join(held)
 
 
@@ -400,5 +430,10 @@ def ack(self, event):
 """
     held = held_across_waits("fake", source, frozenset({"commit"}))
     found = [h.split(": ")[1] for h in held]
-    assert found == ["self.reader.commit()", "self.executor.drive()", "time.sleep()", "YieldFrom",
-                     "send()"]  # fmt: skip
+    assert found == [
+        "self.reader.commit()",
+        "self.executor.drive()",
+        "time.sleep()",
+        "YieldFrom",
+        "send()",
+    ]

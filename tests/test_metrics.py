@@ -114,9 +114,14 @@ def test_metrics_show_the_state_the_library_sees(
         labels = durable_labels(name)
         shown = tuple(
             found[(f"durables_durable_{metric}", labels)]
-            for metric in ("depth", "transaction_depth", "consumers", "redeliveries",
-                           "dead_letters")
-        )  # fmt: skip
+            for metric in (
+                "depth",
+                "transaction_depth",
+                "consumers",
+                "redeliveries",
+                "dead_letters",
+            )
+        )
         assert shown == numbers, name
     assert len(billing.dead_letters()) == 1
     assert billing.transaction_depth() == 2 and billing.depth() == 4
@@ -177,8 +182,9 @@ def test_a_filtered_exclusive_durable_holds_only_the_events_it_matches(
 ) -> None:
     eu = channel.durable("eu", kind="exclusive", start="earliest", filter="region = 'eu'")
     regions = ["eu", "us", "us", "eu", "us", "us", "eu"]
-    channel.publish_many([durables.Message(b"%d" % i, properties={"region": r})
-                          for i, r in enumerate(regions)])  # fmt: skip
+    channel.publish_many(
+        [durables.Message(b"%d" % i, properties={"region": r}) for i, r in enumerate(regions)]
+    )
     with eu.consumer("e1") as holder:
         assert len(fetch_all(holder, 3)) == 3  # every eu event, held unacknowledged
         found = samples(cli.ok("metrics"))
@@ -204,8 +210,11 @@ def test_published_total_counts_every_process_and_holds_across_a_server_restart(
         return found[("durables_channel_published_total", (("channel", "orders"),))]
 
     for count in ("3", "4"):
-        subprocess.run([sys.executable, "-c", PUBLISHER, fresh_server.url, namespace, count],
-                       check=True, timeout=60)  # fmt: skip
+        subprocess.run(
+            [sys.executable, "-c", PUBLISHER, fresh_server.url, namespace, count],
+            check=True,
+            timeout=60,
+        )
     assert published() == 7
     with durables.connect(fresh_server.url, namespace=namespace, **FAST) as client:
         client.get_channel("orders").purge()  # the events go; the count stays
@@ -289,11 +298,20 @@ def test_serve_says_up_0_while_the_server_is_away_at_the_start_and_after_a_long_
     fresh_server.stop()
     port = free_port()
     proc = subprocess.Popen(
-        [str(SCRIPT), "--url", fresh_server.url, "--namespace", "m", "metrics", "--serve",
-         str(port)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        [
+            str(SCRIPT),
+            "--url",
+            fresh_server.url,
+            "--namespace",
+            "m",
+            "metrics",
+            "--serve",
+            str(port),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         env={**os.environ, "DURABLES_CONNECT_TIMEOUT_S": "1"},
-    )  # fmt: skip
+    )
     url = f"http://127.0.0.1:{port}/metrics"
 
     def up() -> float:

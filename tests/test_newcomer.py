@@ -54,10 +54,12 @@ def steps() -> list[Step]:
     assert examples == sorted(EXAMPLE_ARGS), "a new example: say how it ends on its own"
     return [
         Step("README quick start", [sys.executable, "-c", quick_start()]),
-        *(Step(f"examples/{name}", [sys.executable, str(EXAMPLES / name), *EXAMPLE_ARGS[name]])
-          for name in examples),
+        *(
+            Step(f"examples/{name}", [sys.executable, str(EXAMPLES / name), *EXAMPLE_ARGS[name]])
+            for name in examples
+        ),
         *(Step(at, [sys.executable, "-c", code]) for at, code in BLOCKS),
-    ]  # fmt: skip
+    ]
 
 
 def run_all(order: list[Step], env: dict[str, str], cwd: Path) -> list[str]:
@@ -65,8 +67,9 @@ def run_all(order: list[Step], env: dict[str, str], cwd: Path) -> list[str]:
     failed = []
     for step in order:
         try:
-            done = subprocess.run(step.argv, env=env, cwd=cwd, capture_output=True, text=True,
-                                  timeout=120)  # fmt: skip
+            done = subprocess.run(
+                step.argv, env=env, cwd=cwd, capture_output=True, text=True, timeout=120
+            )
         except subprocess.TimeoutExpired:
             failed.append(f"{step.name}: did not end within 120 s")
             continue
@@ -95,8 +98,9 @@ def test_the_quick_start_every_example_and_every_block_run_in_one_namespace_in_a
     in_order = run_all(everything, newcomer, tmp_path)  # the default namespace, fresh
     seed = random.randrange(1 << 30)
     shuffled = random.Random(seed).sample(everything, len(everything))
-    again = run_all(shuffled, newcomer | {"DURABLES_NAMESPACE": f"s{uuid.uuid4().hex[:8]}"},
-                    tmp_path)  # fmt: skip
+    again = run_all(
+        shuffled, newcomer | {"DURABLES_NAMESPACE": f"s{uuid.uuid4().hex[:8]}"}, tmp_path
+    )
 
     assert in_order == []
     assert again == [], f"shuffled with seed {seed}: {[step.name for step in shuffled]}"

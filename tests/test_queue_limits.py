@@ -61,8 +61,9 @@ def test_the_limit_expands_while_away_and_reverts_at_80_percent_event_by_event(
     for i in range(1, 9):
         ch.publish(f"e{i}")  # 8 > max_depth: only the disconnected limit lets them stay
     gate = Gate()
-    s = client.session("phone", timeout=60, max_depth=5, disconnected_max_depth=10,
-                       recovery_buffer=1)  # fmt: skip
+    s = client.session(
+        "phone", timeout=60, max_depth=5, disconnected_max_depth=10, recovery_buffer=1
+    )
     assert s.resumed
     s.add_listener("orders", gate)
     seen: list[tuple[int, int | None]] = []
@@ -218,8 +219,12 @@ def test_a_limit_holds_on_a_channel_published_to_before_any_session_had_one(
 
 
 def test_queue_limits_are_checked(client: durables.Client) -> None:
-    for bad in ({"max_depth": 0}, {"disconnected_max_depth": -1}, {"overflow": "spill"},
-                {"recovery_buffer": 1.5}):  # fmt: skip
+    for bad in (
+        {"max_depth": 0},
+        {"disconnected_max_depth": -1},
+        {"overflow": "spill"},
+        {"recovery_buffer": 1.5},
+    ):
         with pytest.raises(durables.ConfigError):
             client.session("bad", timeout=60, **bad)
 
@@ -248,8 +253,9 @@ def _queue(client: durables.Client, session_id: str) -> tuple[list[bytes], list[
     stream, group = client.keys("orders").stream, durables.keys.session_group(session_id)
     (info,) = [g for g in client.redis.xinfo_groups(stream) if g["name"].decode() == group]
     pending: Any = client.redis.xpending_range(stream, group, "-", "+", 1000)
-    held: list[Any] = [client.redis.xrange(stream, p["message_id"], p["message_id"])
-                       for p in pending]  # fmt: skip
+    held: list[Any] = [
+        client.redis.xrange(stream, p["message_id"], p["message_id"]) for p in pending
+    ]
     unread: Any = client.redis.xrange(stream, "(" + info["last-delivered-id"].decode(), "+")
     return ([fields[b"d"] for ((_, fields),) in held], [fields[b"d"] for _, fields in unread])
 
@@ -392,7 +398,9 @@ def test_sessions_come_back_without_asking_for_every_group_of_their_channels(
     for i in range(200):
         client.redis.xgroup_create(stream, f"~session:other{i}", "$", mkstream=True)
     kinds: dict[str, dict[str, Any]] = {
-        "plain": {}, "limited": {"max_depth": 3, "overflow": "drop_oldest"}}  # fmt: skip
+        "plain": {},
+        "limited": {"max_depth": 3, "overflow": "drop_oldest"},
+    }
     for name, limits in kinds.items():
         s = client.session(name, timeout=60, **limits)
         s.register_interest("orders")

@@ -78,32 +78,70 @@ def cases(guarded: RedisProcess, babbler: int) -> list[Case]:
     nowhere = free_port()
     at = f"127.0.0.1:{guarded.port}"
     return [
-        Case("port out of range", f"redis://:{PASSWORD}@127.0.0.1:99999/0", durables.ConfigError,
-             exits.INVALID),
-        Case("unencoded slash", f"redis://:{PASSWORD[:3]}/{PASSWORD[3:]}@{at}/0",
-             durables.ConfigError, exits.INVALID),
+        Case(
+            "port out of range",
+            f"redis://:{PASSWORD}@127.0.0.1:99999/0",
+            durables.ConfigError,
+            exits.INVALID,
+        ),
+        Case(
+            "unencoded slash",
+            f"redis://:{PASSWORD[:3]}/{PASSWORD[3:]}@{at}/0",
+            durables.ConfigError,
+            exits.INVALID,
+        ),
         Case("bad scheme", f"http://:{PASSWORD}@{at}/0", durables.ConfigError, exits.INVALID),
         Case("bad database", f"redis://:{PASSWORD}@{at}/x", durables.ConfigError, exits.INVALID),
-        Case("database out of range", f"redis://:{PASSWORD}@{at}/99", durables.ConfigError,
-             exits.INVALID),
-        Case("wrong password", f"redis://:{PASSWORD}x@{at}/0", durables.AuthenticationError,
-             exits.AUTHENTICATION),
-        Case("wrong user", f"redis://nobody:{PASSWORD}@{at}/0", durables.AuthenticationError,
-             exits.AUTHENTICATION),
-        Case("no password", f"redis://{at}/0", durables.AuthenticationError,
-             exits.AUTHENTICATION),
-        Case("unreachable", f"redis://:{PASSWORD}@127.0.0.1:{nowhere}/0",
-             durables.ConnectionLostError, exits.UNREACHABLE),
-        Case("another protocol", f"redis://:{PASSWORD}@127.0.0.1:{babbler}/0",
-             durables.ConnectionLostError, exits.UNREACHABLE),
-        Case("sentinel with nothing there",
-             f"redis+sentinel://:{PASSWORD}@127.0.0.1:{nowhere}/mymaster",
-             durables.ConnectionLostError, exits.UNREACHABLE),
-        Case("cluster with nothing there", f"redis+cluster://:{PASSWORD}@127.0.0.1:{nowhere}",
-             durables.ConnectionLostError, exits.UNREACHABLE),
-        Case("TLS to a plain server", f"rediss://:{PASSWORD}@{at}/0",
-             durables.ConnectionLostError, exits.UNREACHABLE),
-    ]  # fmt: skip
+        Case(
+            "database out of range",
+            f"redis://:{PASSWORD}@{at}/99",
+            durables.ConfigError,
+            exits.INVALID,
+        ),
+        Case(
+            "wrong password",
+            f"redis://:{PASSWORD}x@{at}/0",
+            durables.AuthenticationError,
+            exits.AUTHENTICATION,
+        ),
+        Case(
+            "wrong user",
+            f"redis://nobody:{PASSWORD}@{at}/0",
+            durables.AuthenticationError,
+            exits.AUTHENTICATION,
+        ),
+        Case("no password", f"redis://{at}/0", durables.AuthenticationError, exits.AUTHENTICATION),
+        Case(
+            "unreachable",
+            f"redis://:{PASSWORD}@127.0.0.1:{nowhere}/0",
+            durables.ConnectionLostError,
+            exits.UNREACHABLE,
+        ),
+        Case(
+            "another protocol",
+            f"redis://:{PASSWORD}@127.0.0.1:{babbler}/0",
+            durables.ConnectionLostError,
+            exits.UNREACHABLE,
+        ),
+        Case(
+            "sentinel with nothing there",
+            f"redis+sentinel://:{PASSWORD}@127.0.0.1:{nowhere}/mymaster",
+            durables.ConnectionLostError,
+            exits.UNREACHABLE,
+        ),
+        Case(
+            "cluster with nothing there",
+            f"redis+cluster://:{PASSWORD}@127.0.0.1:{nowhere}",
+            durables.ConnectionLostError,
+            exits.UNREACHABLE,
+        ),
+        Case(
+            "TLS to a plain server",
+            f"rediss://:{PASSWORD}@{at}/0",
+            durables.ConnectionLostError,
+            exits.UNREACHABLE,
+        ),
+    ]
 
 
 def everything_said(error: BaseException) -> str:

@@ -41,8 +41,9 @@ def _server(tmp_path: Path, certificates: Path, **config: str) -> Iterator[Redis
 def evicting_server(
     request: pytest.FixtureRequest, tmp_path: Path, certificates: Path
 ) -> Iterator[RedisProcess]:
-    yield from _server(tmp_path, certificates, maxmemory="200mb",
-                       **{"maxmemory-policy": request.param})  # fmt: skip
+    yield from _server(
+        tmp_path, certificates, maxmemory="200mb", **{"maxmemory-policy": request.param}
+    )
 
 
 @pytest.fixture
@@ -86,26 +87,33 @@ def test_the_cli_refuses_an_evicting_server_in_one_line(
 
 
 def test_persistence_off_is_warned_of_at_connect(
-    tmp_path: Path, certificates: Path, connect: Connect, namespace: str,
+    tmp_path: Path,
+    certificates: Path,
+    connect: Connect,
+    namespace: str,
     caplog: pytest.LogCaptureFixture,
-) -> None:  # fmt: skip
+) -> None:
     for proc in _server(tmp_path, certificates, appendonly="no", save='""'):
-        with caplog.at_level(logging.WARNING, "durables"), connect(proc.url, namespace=namespace,
-                                                                     **FAST):  # fmt: skip
+        with (
+            caplog.at_level(logging.WARNING, "durables"),
+            connect(proc.url, namespace=namespace, **FAST),
+        ):
             pass
     said = [r.getMessage() for r in caplog.records]
     assert any("neither AOF nor RDB" in line or "AOF is off" in line for line in said), said
 
 
 def test_a_policy_changed_at_runtime_is_noticed_and_logged_once(
-    full_server: RedisProcess, connect: Connect, namespace: str,
+    full_server: RedisProcess,
+    connect: Connect,
+    namespace: str,
     caplog: pytest.LogCaptureFixture,
-) -> None:  # fmt: skip
+) -> None:
     with (
         caplog.at_level(logging.WARNING, "durables"),
         connect(
             full_server.url, namespace=namespace, server_check_interval_s=0.2, **FAST
-        ) as client,  # fmt: skip
+        ) as client,
     ):
         assert client.server_problems == []
         with full_server.client() as admin:
@@ -123,8 +131,11 @@ def test_a_policy_changed_at_runtime_is_noticed_and_logged_once(
 
 
 def _evicting_lines(caplog: pytest.LogCaptureFixture) -> list[str]:
-    return [r.getMessage() for r in caplog.records if "maxmemory-policy is allkeys-lru" in
-            r.getMessage()]  # fmt: skip
+    return [
+        r.getMessage()
+        for r in caplog.records
+        if "maxmemory-policy is allkeys-lru" in r.getMessage()
+    ]
 
 
 def test_a_full_server_refuses_publishes_and_every_reader_drains_it(

@@ -102,9 +102,13 @@ def delivered(lines: list[str]) -> list[str]:
 
 @pytest.mark.parametrize("keep_alive", [30.0, 1.0], ids=["within", "past"])
 def test_a_session_process_stopped_past_its_lease_goes_on_by_itself(
-    server_url: str, namespace: str, client: durables.Client, prices: durables.Channel,
-    keep_alive: float, client_kind: str,
-) -> None:  # fmt: skip
+    server_url: str,
+    namespace: str,
+    client: durables.Client,
+    prices: durables.Channel,
+    keep_alive: float,
+    client_kind: str,
+) -> None:
     """A session's process stopped (SIGSTOP, as by a long pause) for longer than its live
     lease: within the keep-alive it goes on with the same queue, nothing lost; past it (the
     session expired meanwhile, with an alert) it goes on as a new session with the same
@@ -149,9 +153,12 @@ def test_a_session_process_stopped_past_its_lease_goes_on_by_itself(
 
 
 def test_a_session_stopped_while_another_client_opened_it_is_closed_when_it_wakes(
-    server_url: str, namespace: str, client: durables.Client, prices: durables.Channel,
+    server_url: str,
+    namespace: str,
+    client: durables.Client,
+    prices: durables.Channel,
     client_kind: str,
-) -> None:  # fmt: skip
+) -> None:
     """A session's process stopped past its live lease while another client opens the
     session: the session is the other client's. Woken, the stopped one is closed, not
     live again; from then on everything goes to the other, once, in order. Counted: what

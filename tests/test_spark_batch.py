@@ -93,8 +93,9 @@ def test_a_stream_holds_an_exclusive_durable_while_it_runs_and_lets_go_after(
     with pytest.raises(durables.DurableInUseError, match="spark"):
         durable.consumer("while-spark-holds")  # right after the query, its lease holds
     lease_s = durables.Settings().lease_timeout_s  # the query's client: default settings
-    consumer = once_free(lambda: durable.consumer("after-spark"), durables.DurableInUseError,
-                         timeout=lease_s + 10)  # fmt: skip
+    consumer = once_free(
+        lambda: durable.consumer("after-spark"), durables.DurableInUseError, timeout=lease_s + 10
+    )
     with consumer:  # the last batch, which Spark had not committed yet, comes again
         assert 0 < len(consumer.fetch(timeout=1.0)) <= 100
 

@@ -31,14 +31,25 @@ def test_entries_become_the_source_columns_with_tombstones_and_trimmed_entries_l
     batch = entries_batch("orders", entries, None, id_key("1700000000000-0"))
     assert batch is not None
     assert batch.to_pylist() == [
-        {"id": "1700000000000-0", "channel": "orders", "key": "K1", "data": b"a",
-         "properties": [("n", "3"), ("ok", "true"), ("r", "eu")],
-         "timestamp": datetime(2023, 11, 14, 22, 13, 20, tzinfo=UTC), "redelivered": True},
-        {"id": "1700000000002-5", "channel": "orders", "key": None, "data": b"b",
-         "properties": [("x", "1.5")],
-         "timestamp": datetime(2023, 11, 14, 22, 13, 20, 2000, tzinfo=UTC),
-         "redelivered": False},
-    ]  # fmt: skip
+        {
+            "id": "1700000000000-0",
+            "channel": "orders",
+            "key": "K1",
+            "data": b"a",
+            "properties": [("n", "3"), ("ok", "true"), ("r", "eu")],
+            "timestamp": datetime(2023, 11, 14, 22, 13, 20, tzinfo=UTC),
+            "redelivered": True,
+        },
+        {
+            "id": "1700000000002-5",
+            "channel": "orders",
+            "key": None,
+            "data": b"b",
+            "properties": [("x", "1.5")],
+            "timestamp": datetime(2023, 11, 14, 22, 13, 20, 2000, tzinfo=UTC),
+            "redelivered": False,
+        },
+    ]
 
 
 def test_a_filter_keeps_only_matching_events_and_none_matching_gives_no_batch() -> None:

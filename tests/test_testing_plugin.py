@@ -120,8 +120,9 @@ def test_the_plugin_deletes_each_tests_namespace_on_a_server_unless_kept(
     before = _test_keys(server_url)
     pytester.makepyfile(test_leaves=LEAVES_DATA)
     flags = ["--durables-keep"] if keep else []
-    result = pytester.runpytest_subprocess("-p", "no:randomly", f"--durables-url={server_url}",
-                                           *flags)  # fmt: skip
+    result = pytester.runpytest_subprocess(
+        "-p", "no:randomly", f"--durables-url={server_url}", *flags
+    )
     result.assert_outcomes(passed=1, failed=1)
     left = _test_keys(server_url) - before
     if keep:

@@ -108,12 +108,21 @@ class AsyncDelivery(DeliveryLoop["AsyncContext"]):
 
     def __init__(self, session: AsyncSession, interests: dict[str, Interest]) -> None:
         super().__init__(
-            session.ctx, session.id, interests, session.markers, session.listeners,
-            session.cache, outage=session.lost_connection, away=session.away,
+            session.ctx,
+            session.id,
+            interests,
+            session.markers,
+            session.listeners,
+            session.cache,
+            outage=session.lost_connection,
+            away=session.away,
             resume=session.resuming,
-            queue_gone=session.queue_gone, ended=session.ended, batch=session.recovery_buffer,
-            auto_ack=session.auto_ack, clock_offset_ms=session._clock_offset_ms,
-        )  # fmt: skip
+            queue_gone=session.queue_gone,
+            ended=session.ended,
+            batch=session.recovery_buffer,
+            auto_ack=session.auto_ack,
+            clock_offset_ms=session._clock_offset_ms,
+        )
         self.replicated = session.replicated
         self.executor = session.executor
         self.runtime = session.ctx.runtime

@@ -36,8 +36,11 @@ class Target:
         if any(v is not None and not isinstance(v, str) for v in fields.values()):
             raise ConfigError("channel, durable and session are strings")
         target = cls(action, **{n: str(v or "") for n, v in fields.items()})
-        needed = {"close-session": ("session",), "delete-durable": ("channel", "durable"),
-                  "replay": ("channel", "durable")}.get(action, ("channel",))  # fmt: skip
+        needed = {
+            "close-session": ("session",),
+            "delete-durable": ("channel", "durable"),
+            "replay": ("channel", "durable"),
+        }.get(action, ("channel",))
         missing = [n for n in needed if not getattr(target, n)]
         if missing:
             raise ConfigError(f"{action} needs {' and '.join(missing)}")
@@ -70,28 +73,37 @@ async def impact(client: aio.AsyncClient, t: Target) -> str:
         return await _session_impact(client, t.session)
     c = await _channel_figures(client, t.channel)
     if t.action == "purge":
-        behind = [f"{d.info.name} ({d.info.depth} not yet delivered)" for d in c.durables
-                  if d.info.depth]  # fmt: skip
+        behind = [
+            f"{d.info.name} ({d.info.depth} not yet delivered)" for d in c.durables if d.info.depth
+        ]
         lost = (
             f"; durables lose events they have not consumed: {', '.join(behind)}" if behind else ""
         )
-        return (f"Purge channel {t.channel!r}: its {_plural(c.info.length, 'retained event')} "
-                f"are removed for good{lost}.")  # fmt: skip
+        return (
+            f"Purge channel {t.channel!r}: its {_plural(c.info.length, 'retained event')} "
+            f"are removed for good{lost}."
+        )
     if t.action == "delete-channel":
         names = ", ".join(d.info.name for d in c.durables) or "none"
-        return (f"Delete channel {t.channel!r}: its {_plural(c.info.length, 'event')}, its "
-                f"durables ({names}) with their positions and dead letters are lost.")  # fmt: skip
+        return (
+            f"Delete channel {t.channel!r}: its {_plural(c.info.length, 'event')}, its "
+            f"durables ({names}) with their positions and dead letters are lost."
+        )
     d = next((d for d in c.durables if d.info.name == t.durable), None)
     if d is None:
         raise ConfigError(f"durable {t.durable!r} does not exist on {t.channel!r}")
     if t.action == "delete-durable":
-        return (f"Delete durable {t.durable!r} of channel {t.channel!r}: its position, "
-                f"{_plural(d.info.depth, 'undelivered event')}, "
-                f"{_plural(d.info.transaction_depth, 'unacknowledged event')} and "
-                f"{_plural(d.dead_letters, 'dead letter')} are lost to it.")  # fmt: skip
-    return (f"Replay {_plural(d.dead_letters, 'dead letter')} of durable {t.durable!r}: they "
-            f"are published to channel {t.channel!r} again as new events (every durable on it "
-            f"gets them) and leave the dead-letter list.")  # fmt: skip
+        return (
+            f"Delete durable {t.durable!r} of channel {t.channel!r}: its position, "
+            f"{_plural(d.info.depth, 'undelivered event')}, "
+            f"{_plural(d.info.transaction_depth, 'unacknowledged event')} and "
+            f"{_plural(d.dead_letters, 'dead letter')} are lost to it."
+        )
+    return (
+        f"Replay {_plural(d.dead_letters, 'dead letter')} of durable {t.durable!r}: they "
+        f"are published to channel {t.channel!r} again as new events (every durable on it "
+        f"gets them) and leave the dead-letter list."
+    )
 
 
 async def _session_impact(client: aio.AsyncClient, session_id: str) -> str:
@@ -102,9 +114,11 @@ async def _session_impact(client: aio.AsyncClient, session_id: str) -> str:
     if s.live:
         raise ConfigError(f"session {session_id!r} is live: its client closes it")
     interests = ", ".join(s.record.interests) or "none"
-    return (f"Close session {session_id!r}: its queue of {_plural(s.queue_depth, 'event')} "
-            f"and its interests ({interests}) are discarded; a client that resumes it gets a "
-            f"new session.")  # fmt: skip
+    return (
+        f"Close session {session_id!r}: its queue of {_plural(s.queue_depth, 'event')} "
+        f"and its interests ({interests}) are discarded; a client that resumes it gets a "
+        f"new session."
+    )
 
 
 async def perform(client: aio.AsyncClient, t: Target, address: str = "unknown") -> str:

@@ -137,8 +137,15 @@ class Pages:
         if live.error is not None:
             body = views.outage(live.error) + body
         state = "live" if live.error is None else "server unreachable"
-        html = views.layout(title, body, where=where, csrf=self.csrf, admin=self.config.admin,
-                            live=state, namespace=self.namespace())  # fmt: skip
+        html = views.layout(
+            title,
+            body,
+            where=where,
+            csrf=self.csrf,
+            admin=self.config.admin,
+            live=state,
+            namespace=self.namespace(),
+        )
         return HTMLResponse(html, status)
 
     def namespace(self) -> str:
@@ -195,8 +202,9 @@ class Pages:
         return self.page("Audit log", body, "/audit")
 
     async def favicon(self, request: Request) -> Response:
-        return Response(FAVICON, media_type="image/svg+xml",
-                        headers={"cache-control": "max-age=86400"})  # fmt: skip
+        return Response(
+            FAVICON, media_type="image/svg+xml", headers={"cache-control": "max-age=86400"}
+        )
 
     async def sessions(self, request: Request) -> Response:
         found = self.live.figures.sessions if self.live.figures else []
@@ -228,8 +236,9 @@ class Pages:
         return self.page("Nacks and alerts", body, "/alerts")
 
     async def events(self, request: Request) -> Response:
-        return StreamingResponse(self.live.stream(), media_type="text/event-stream",
-                                 headers={"x-accel-buffering": "no"})  # fmt: skip
+        return StreamingResponse(
+            self.live.stream(), media_type="text/event-stream", headers={"x-accel-buffering": "no"}
+        )
 
     async def state(self, request: Request) -> Response:
         return JSONResponse(self.live.state())
@@ -251,10 +260,13 @@ class Pages:
     async def impact(self, request: Request) -> Response:
         given = request.query_params
         return self.refused(request, False) or await _answer(
-            lambda client: actions.impact(client, actions.Target.of(given.get("action", ""),
-                                                                    given)),
-            self.live, "message", refresh=False,
-        )  # fmt: skip
+            lambda client: actions.impact(
+                client, actions.Target.of(given.get("action", ""), given)
+            ),
+            self.live,
+            "message",
+            refresh=False,
+        )
 
     async def act(self, request: Request) -> Response:
         refusal = self.refused(request, True)
@@ -270,8 +282,10 @@ class Pages:
         address = request.client.host if request.client else "unknown"
         return await _answer(
             lambda client: actions.perform(client, actions.Target.of(action, given), address),
-            self.live, "done", refresh=True,
-        )  # fmt: skip
+            self.live,
+            "done",
+            refresh=True,
+        )
 
     @contextlib.asynccontextmanager
     async def lifespan(self, app: Starlette) -> AsyncIterator[None]:

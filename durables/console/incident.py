@@ -47,9 +47,10 @@ def durables_table(
     rows.sort(key=SORTS.get(sort, SORTS["channel"]))  # type: ignore[arg-type]
     head = "".join(
         f'<th><a href="/?{esc(urlencode({"sort": key, "q": needle}))}">{esc(label)}</a></th>'
-        if key else f"<th>{esc(label)}</th>"
+        if key
+        else f"<th>{esc(label)}</th>"
         for label, key in COLUMNS
-    )  # fmt: skip
+    )
     body = "".join(_durable_row(*row) for row in rows)
     form = (
         '<form class="filter" method="get" action="/">'
@@ -113,10 +114,10 @@ def consumers(f_durables: Sequence[DurableFigures]) -> str:
                 NONE if c.lease_left_s is None else f"{c.lease_left_s:.1f} s",
             ]  # fmt: skip
             rows.append("<tr>" + "".join(f"<td>{cell}</td>" for cell in cells) + "</tr>")
-    columns = ["durable", "consumer", "host", "pid", "window", "held", "last seen",
-               "lease left"]  # fmt: skip
-    return "<h2>Consumers</h2>" + table(columns, rows, id_="consumers",
-                                        empty="no consumer attached")  # fmt: skip
+    columns = ["durable", "consumer", "host", "pid", "window", "held", "last seen", "lease left"]
+    return "<h2>Consumers</h2>" + table(
+        columns, rows, id_="consumers", empty="no consumer attached"
+    )
 
 
 def events(channel: str, durable: str | None, found: Sequence[object]) -> str:
@@ -128,16 +129,25 @@ def events(channel: str, durable: str | None, found: Sequence[object]) -> str:
         properties = getattr(e, "properties", {}) or {}
         shown = ", ".join(f"{k}={v}" for k, v in properties.items()) or NONE
         payload = preview(getattr(e, "data", b""))
-        cells = [esc(event_id), esc(when), esc(getattr(e, "key", None) or NONE), esc(shown),
-                 f'<code class="payload">{esc(payload)}</code>']  # fmt: skip
+        cells = [
+            esc(event_id),
+            esc(when),
+            esc(getattr(e, "key", None) or NONE),
+            esc(shown),
+            f'<code class="payload">{esc(payload)}</code>',
+        ]
         rows.append("<tr>" + "".join(f"<td>{cell}</td>" for cell in cells) + "</tr>")
-    what = (f"the next events durable {esc(durable)} would be given" if durable
-            else "the newest events")  # fmt: skip
-    note = (f'<p class="note">Read only: {what} of channel '
-            f'<a href="{esc(channel_href(channel))}">{esc(channel)}</a>; nothing is delivered '
-            "or acknowledged.</p>")  # fmt: skip
-    return note + table(["id", "time (UTC)", "key", "properties", "payload"], rows,
-                        id_="events", empty="no events")  # fmt: skip
+    what = (
+        f"the next events durable {esc(durable)} would be given" if durable else "the newest events"
+    )
+    note = (
+        f'<p class="note">Read only: {what} of channel '
+        f'<a href="{esc(channel_href(channel))}">{esc(channel)}</a>; nothing is delivered '
+        "or acknowledged.</p>"
+    )
+    return note + table(
+        ["id", "time (UTC)", "key", "properties", "payload"], rows, id_="events", empty="no events"
+    )
 
 
 def audit(entries: Sequence[AuditEntry]) -> str:
@@ -148,8 +158,12 @@ def audit(entries: Sequence[AuditEntry]) -> str:
         f"<td>{esc(a.outcome)}</td></tr>"
         for a in entries
     )
-    return table(["when (UTC)", "action", "on", "from", "outcome"], rows, id_="audit",
-                 empty="no admin actions recorded")  # fmt: skip
+    return table(
+        ["when (UTC)", "action", "on", "from", "outcome"],
+        rows,
+        id_="audit",
+        empty="no admin actions recorded",
+    )
 
 
 __all__ = ["audit", "consumers", "durables_table", "events", "health"]

@@ -133,7 +133,9 @@ class Live:
             counters.acknowledged[channel.info.name] = _acknowledged(channel)
             for d in channel.durables:
                 counters.durables[(channel.info.name, d.info.name)] = (
-                    d.delivered or 0, d.acknowledged or 0)  # fmt: skip
+                    d.delivered or 0,
+                    d.acknowledged or 0,
+                )
         last = self._counters
         if last is not None and now > last.at:
             span = now - last.at
@@ -160,8 +162,12 @@ class Live:
     def state(self) -> dict[str, Any]:
         """The figures as the pages' script reads them (plain JSON, user data as strings)."""
         if self.error is not None or self.figures is None:
-            return {"up": False, "error": self.error or "not read yet",
-                    "down_since": self.down_since, "at": time.time()}  # fmt: skip
+            return {
+                "up": False,
+                "error": self.error or "not read yet",
+                "down_since": self.down_since,
+                "at": time.time(),
+            }
         f = self.figures
         return {
             "up": True,
@@ -182,14 +188,24 @@ class Live:
     def _channel(self, c: ChannelFigures) -> dict[str, Any]:
         rate_in, rate_out = self.rates.get(c.info.name, (0.0, 0.0))
         durables = {
-            d.info.name: {"depth": d.info.depth, "transaction_depth": d.info.transaction_depth,
-                          "lag": d.lag, "oldest_unacked_age_s": d.oldest_unacked_age_s,
-                          "consumers": len(d.info.consumers), "dead_letters": d.dead_letters}
+            d.info.name: {
+                "depth": d.info.depth,
+                "transaction_depth": d.info.transaction_depth,
+                "lag": d.lag,
+                "oldest_unacked_age_s": d.oldest_unacked_age_s,
+                "consumers": len(d.info.consumers),
+                "dead_letters": d.dead_letters,
+            }
             for d in c.durables
-        }  # fmt: skip
-        return {"length": c.info.length, "rate_in": round(rate_in, 1),
-                "rate_out": round(rate_out, 1), "retained_bytes": c.retained_bytes,
-                "retained_by": c.retained_by, "durables": durables}  # fmt: skip
+        }
+        return {
+            "length": c.info.length,
+            "rate_in": round(rate_in, 1),
+            "rate_out": round(rate_out, 1),
+            "retained_bytes": c.retained_bytes,
+            "retained_by": c.retained_by,
+            "durables": durables,
+        }
 
     def _publish(self, message: str) -> None:
         for queue in list(self._streams):

@@ -37,10 +37,14 @@ def layout(
     """A whole page: the navigation, the namespace, the live status line and the body."""
     nav = "".join(
         f'<a href="{href}"{" class=here" if href == where else ""}>{label}</a>'
-        for href, label in (("/", "Overview"), ("/sessions", "Sessions"),
-                            ("/dead-letters", "Dead letters"), ("/alerts", "Nacks &amp; alerts"),
-                            ("/audit", "Audit"))
-    )  # fmt: skip
+        for href, label in (
+            ("/", "Overview"),
+            ("/sessions", "Sessions"),
+            ("/dead-letters", "Dead letters"),
+            ("/alerts", "Nacks &amp; alerts"),
+            ("/audit", "Audit"),
+        )
+    )
     shown_ns = (
         f'<span class="namespace">namespace <b>{esc(namespace)}</b></span>' if namespace else ""
     )
@@ -87,8 +91,9 @@ def _bytes(n: int | None) -> str:
     return f"{size:.1f} {unit}"
 
 
-def overview(f: Figures, server_url: str, rates: dict[str, tuple[float, float]],
-             admin: bool) -> str:  # fmt: skip
+def overview(
+    f: Figures, server_url: str, rates: dict[str, tuple[float, float]], admin: bool
+) -> str:
     s = f.server
     version = s.get("valkey_version") or s.get("redis_version")
     facts = (
@@ -98,8 +103,16 @@ def overview(f: Figures, server_url: str, rates: dict[str, tuple[float, float]],
         f"<dt>uptime</dt><dd>{esc(s.get('uptime_in_seconds'))} s</dd></dl>"
     )
     rows = (_channel_row(c, rates.get(c.info.name, (0.0, 0.0)), admin) for c in f.channels)
-    columns = ["channel", "length", "in /s", "out /s", "retained", "durables", "held back by",
-               "last minutes"]  # fmt: skip
+    columns = [
+        "channel",
+        "length",
+        "in /s",
+        "out /s",
+        "retained",
+        "durables",
+        "held back by",
+        "last minutes",
+    ]
     if admin:
         columns.append("")
     news = '<p id="news" hidden><a href="/"></a></p>'  # the script: channels made since
@@ -119,8 +132,10 @@ def _channel_row(c: ChannelFigures, rates: tuple[float, float], admin: bool) -> 
         '<canvas class="chart" width="160" height="32" data-series="length"></canvas>',
     ]
     if admin:
-        cells.append(action("purge", "Purge", channel=name)
-                     + action("delete-channel", "Delete", channel=name))  # fmt: skip
+        cells.append(
+            action("purge", "Purge", channel=name)
+            + action("delete-channel", "Delete", channel=name)
+        )
     tds = "".join(f"<td>{cell}</td>" for cell in cells)
     return f'<tr data-channel="{esc(name)}">{tds}</tr>'
 
@@ -139,16 +154,33 @@ def channel(c: ChannelFigures, admin: bool) -> str:
     )
     buttons = ""
     if admin:
-        buttons = ('<p class="actions">' + action("purge", "Purge channel", channel=name)
-                   + action("delete-channel", "Delete channel", channel=name) + "</p>")  # fmt: skip
-    columns = ["durable", "kind", "filter", "depth", "txn depth", "lag", "oldest unacked",
-               "consumers", "dead letters", "browse", "depth, last minutes"]  # fmt: skip
+        buttons = (
+            '<p class="actions">'
+            + action("purge", "Purge channel", channel=name)
+            + action("delete-channel", "Delete channel", channel=name)
+            + "</p>"
+        )
+    columns = [
+        "durable",
+        "kind",
+        "filter",
+        "depth",
+        "txn depth",
+        "lag",
+        "oldest unacked",
+        "consumers",
+        "dead letters",
+        "browse",
+        "depth, last minutes",
+    ]
     if admin:
         columns.append("")
     rows = (_durable_row(name, d, admin) for d in c.durables)
-    legend = ('<p class="note">oldest unacked: the age of the oldest event the durable has not '
-              "acknowledged, whether its consumers hold it (txn depth) or it still waits to be "
-              "delivered (depth).</p>")  # fmt: skip
+    legend = (
+        '<p class="note">oldest unacked: the age of the oldest event the durable has not '
+        "acknowledged, whether its consumers hold it (txn depth) or it still waits to be "
+        "delivered (depth).</p>"
+    )
     found = table(columns, rows, id_="durables", empty="no durables")
     return facts + buttons + found + (legend if c.durables else "")
 
@@ -183,8 +215,12 @@ def sessions(found: Sequence[SessionFigures], admin: bool) -> str:
     columns = ["session", "state", "queue", "limit", "keep-alive left", "interests"]
     if admin:
         columns.append("")
-    return table(columns, (_session_row(s, admin) for s in found), id_="sessions",
-                 empty="no durable client sessions")  # fmt: skip
+    return table(
+        columns,
+        (_session_row(s, admin) for s in found),
+        id_="sessions",
+        empty="no durable client sessions",
+    )
 
 
 def _session_row(s: SessionFigures, admin: bool) -> str:
@@ -209,13 +245,15 @@ def dead_letter_index(f: Figures) -> str:
             if d.dead_letters:
                 query = urlencode({"channel": c.info.name, "durable": d.info.name})
                 link = f'<a href="/dead-letters?{esc(query)}">{esc(d.info.name)}</a>'
-                rows.append(f"<tr><td>{link}</td><td>{esc(c.info.name)}</td>"
-                            f"<td>{d.dead_letters}</td></tr>")  # fmt: skip
+                rows.append(
+                    f"<tr><td>{link}</td><td>{esc(c.info.name)}</td><td>{d.dead_letters}</td></tr>"
+                )
     return table(["durable", "channel", "dead letters"], rows, empty="no dead letters")
 
 
-def dead_letters(channel_name: str, durable: str, letters: Sequence[DeadLetter],
-                 admin: bool) -> str:  # fmt: skip
+def dead_letters(
+    channel_name: str, durable: str, letters: Sequence[DeadLetter], admin: bool
+) -> str:
     rows = (
         f"<tr><td>{esc(d.id)}</td><td>{esc(d.origin_id)}</td><td>{esc(d.key or NONE)}</td>"
         f"<td>{esc(d.reason)}</td><td>{d.deliveries}</td>"
@@ -224,10 +262,17 @@ def dead_letters(channel_name: str, durable: str, letters: Sequence[DeadLetter],
     )
     buttons = ""
     if admin and letters:
-        buttons = '<p class="actions">' + action(
-            "replay", "Replay all", channel=channel_name, durable=durable) + "</p>"  # fmt: skip
-    return buttons + table(["id", "event id", "key", "reason", "deliveries", "payload"], rows,
-                           id_="dead-letters", empty="no dead letters")  # fmt: skip
+        buttons = (
+            '<p class="actions">'
+            + action("replay", "Replay all", channel=channel_name, durable=durable)
+            + "</p>"
+        )
+    return buttons + table(
+        ["id", "event id", "key", "reason", "deliveries", "payload"],
+        rows,
+        id_="dead-letters",
+        empty="no dead letters",
+    )
 
 
 def preview(data: bytes) -> str:

@@ -406,5 +406,13 @@ class Executor(ExecutorCore["Server", Connections]):
             self._probe.close()
 
 
-__all__ = ["Executor", "ExecutorCore", "State", "parse_all", "script_loads", "script_sources",
-           "tolerated", "wire"]  # fmt: skip
+__all__ = [
+    "Executor",
+    "ExecutorCore",
+    "State",
+    "parse_all",
+    "script_loads",
+    "script_sources",
+    "tolerated",
+    "wire",
+]

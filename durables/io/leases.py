@@ -136,8 +136,9 @@ class Beats:
         sent = time.monotonic()
         try:
             try:
-                held = yield from send([*ops, server_ops.health()] if checking else ops,
-                                       retry=False)  # fmt: skip
+                held = yield from send(
+                    [*ops, server_ops.health()] if checking else ops, retry=False
+                )
                 if checking and self.watch is not None:
                     self.watch.observe(held.pop())
             except AccessDeniedError:  # the server answers, and refused a renewal: which?
@@ -146,8 +147,12 @@ class Beats:
             log.debug("heartbeat: %s; the next beat tries again", exc)  # the executor said it
             return
         except DurablesError as exc:  # the server is away: the next beat tries again
-            log.log(logging.DEBUG if self._failing else logging.WARNING,
-                    "heartbeat failed (%d lease(s)): %s", len(leases), exc)  # fmt: skip
+            log.log(
+                logging.DEBUG if self._failing else logging.WARNING,
+                "heartbeat failed (%d lease(s)): %s",
+                len(leases),
+                exc,
+            )
             self._failing = True
             if self._on_failure is not None:
                 yield from call(self._on_failure)

@@ -74,8 +74,13 @@ class Link:
         if not self.reports:
             quiet = True
         level = logging.DEBUG if quiet else logging.INFO if new == "connected" else logging.WARNING
-        log.log(level, "%s: %s -> %s", "server connection" if self.reports else "helper connection",
-                old, new)  # fmt: skip
+        log.log(
+            level,
+            "%s: %s -> %s",
+            "server connection" if self.reports else "helper connection",
+            old,
+            new,
+        )
         for listener in list(self._listeners):
             try:
                 listener(old, new)

@@ -65,10 +65,13 @@ def _sentinel(url: ServerUrl, options: dict[str, Any]) -> redis.Redis:
     connect_timeout_s = options["socket_connect_timeout"]
     sentinels = Sentinel(  # type: ignore[no-untyped-call]
         list(url.hosts),
-        sentinel_kwargs={"socket_timeout": connect_timeout_s,
-                         "socket_connect_timeout": connect_timeout_s, **auth},
+        sentinel_kwargs={
+            "socket_timeout": connect_timeout_s,
+            "socket_connect_timeout": connect_timeout_s,
+            **auth,
+        },
         **auth,
-    )  # fmt: skip
+    )
     assert url.service is not None
     primary: redis.Redis = sentinels.master_for(  # type: ignore[no-untyped-call]
         url.service, db=url.db, ssl=url.tls, **options
@@ -82,8 +85,11 @@ def _cluster(url: ServerUrl, options: dict[str, Any]) -> Server:
     try:
         server = RedisCluster(
             startup_nodes=[ClusterNode(h, p) for h, p in url.hosts],  # type: ignore[no-untyped-call]
-            username=url.username, password=url.password, ssl=url.tls, **options,
-        )  # fmt: skip
+            username=url.username,
+            password=url.password,
+            ssl=url.tls,
+            **options,
+        )
     except (RedisError, RedisClusterException) as exc:  # no startup node gave a slot map
         raise ConnectionLostError(f"cannot reach the cluster at {url.shown!r}: {exc}") from exc
     return nodes_reading_as_sent(server)

@@ -16,9 +16,24 @@ KEPT = 10_000
 
 def record(ns: str, action: str, target: str, address: str, outcome: str) -> Op[str]:
     """Append one entry; returns its id."""
-    return command("XADD", keys.audit(ns), "MAXLEN", "~", KEPT, "*", "action", action,
-                   "target", target, "address", address, "outcome", outcome, parse=text,
-                   context="audit")  # fmt: skip
+    return command(
+        "XADD",
+        keys.audit(ns),
+        "MAXLEN",
+        "~",
+        KEPT,
+        "*",
+        "action",
+        action,
+        "target",
+        target,
+        "address",
+        address,
+        "outcome",
+        outcome,
+        parse=text,
+        context="audit",
+    )
 
 
 def _entries(reply: Any) -> list[AuditEntry]:
@@ -28,16 +43,24 @@ def _entries(reply: Any) -> list[AuditEntry]:
         if isinstance(fields, list | tuple):  # unparsed: field, value, field, value, ...
             fields = dict(zip(fields[::2], fields[1::2], strict=True))
         got = {text(k): text(v) for k, v in (fields or {}).items()}
-        found.append(AuditEntry(entry_id, id_key(entry_id)[0], got.get("action", ""),
-                                got.get("target", ""), got.get("address", ""),
-                                got.get("outcome", "")))  # fmt: skip
+        found.append(
+            AuditEntry(
+                entry_id,
+                id_key(entry_id)[0],
+                got.get("action", ""),
+                got.get("target", ""),
+                got.get("address", ""),
+                got.get("outcome", ""),
+            )
+        )
     return found
 
 
 def entries(ns: str, count: int) -> Op[list[AuditEntry]]:
     """The newest `count` entries, newest first."""
-    return command("XREVRANGE", keys.audit(ns), "+", "-", "COUNT", count, parse=_entries,
-                   context="audit")  # fmt: skip
+    return command(
+        "XREVRANGE", keys.audit(ns), "+", "-", "COUNT", count, parse=_entries, context="audit"
+    )
 
 
 __all__ = ["KEPT", "entries", "record"]

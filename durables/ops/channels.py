@@ -30,8 +30,10 @@ def ensure(k: keys.ChannelKeys, options: dict[str, int | str], created_ms: int) 
 def unmade(k: keys.ChannelKeys) -> list[Op[Any]]:
     """What `ensure` made of a new channel, removed (its creation was refused midway)."""
     context = f"channel {k.channel!r}"
-    return [command("DEL", k.meta, context=context),
-            command("SREM", keys.registry(k.ns), k.channel, context=context)]  # fmt: skip
+    return [
+        command("DEL", k.meta, context=context),
+        command("SREM", keys.registry(k.ns), k.channel, context=context),
+    ]
 
 
 def exists(k: keys.ChannelKeys) -> Op[bool]:
@@ -92,16 +94,27 @@ _BARE_KEYS = 2
 def _publish_keys(k: keys.ChannelKeys) -> tuple[tuple[str, ...], str]:
     """A publish's KEYS and context, formatted once per channel (half the client's work to
     build a single publish otherwise)."""
-    script_keys = (k.stream, k.meta, k.session_trips, k.session_limits, k.overflowed,
-                   k.last_values, k.last_ids, k.message_ids, k.message_times)  # fmt: skip
+    script_keys = (
+        k.stream,
+        k.meta,
+        k.session_trips,
+        k.session_limits,
+        k.overflowed,
+        k.last_values,
+        k.last_ids,
+        k.message_ids,
+        k.message_times,
+    )
     return script_keys, f"publish to {k.channel!r}"
 
 
 def last_values(k: keys.ChannelKeys) -> list[Op[Any]]:
     """A keyed channel's last values and the ids that set them: parse with `parse_last`."""
     context = f"channel {k.channel!r}"
-    return [command("HGETALL", k.last_values, context=context),
-            command("HGETALL", k.last_ids, context=context)]  # fmt: skip
+    return [
+        command("HGETALL", k.last_values, context=context),
+        command("HGETALL", k.last_ids, context=context),
+    ]
 
 
 def parse_last(values: dict[bytes, bytes], ids: dict[bytes, bytes]) -> dict[str, tuple[str, bytes]]:
@@ -153,8 +166,13 @@ def _replicas(reply: Any) -> int:
 
 def wait_replicas(replicas: int, timeout_s: float) -> Op[int]:
     """`WAIT`: how many replicas have the writes sent before it on the same connection."""
-    return command("WAIT", replicas, max(1, int(timeout_s * 1000)), parse=_replicas,
-                   context="waiting for replicas")  # fmt: skip
+    return command(
+        "WAIT",
+        replicas,
+        max(1, int(timeout_s * 1000)),
+        parse=_replicas,
+        context="waiting for replicas",
+    )
 
 
 def _events(channel: str) -> Any:
@@ -167,11 +185,28 @@ def _events(channel: str) -> Any:
 def newest(k: keys.ChannelKeys, channel: str, count: int) -> Op[list[Event]]:
     """The channel's newest `count` events, newest first (a plain read: nothing is
     delivered or acknowledged)."""
-    return command("XREVRANGE", k.stream, "+", "-", "COUNT", count, parse=_events(channel),
-                   context=f"channel {channel!r}", tolerate=frozenset({"no"}))  # fmt: skip
+    return command(
+        "XREVRANGE",
+        k.stream,
+        "+",
+        "-",
+        "COUNT",
+        count,
+        parse=_events(channel),
+        context=f"channel {channel!r}",
+        tolerate=frozenset({"no"}),
+    )
 
 
 def after(k: keys.ChannelKeys, channel: str, position: str, count: int) -> Op[list[Event]]:
     """Up to `count` events after `position`, oldest first (a plain read)."""
-    return command("XRANGE", k.stream, "(" + position, "+", "COUNT", count,
-                   parse=_events(channel), context=f"channel {channel!r}")  # fmt: skip
+    return command(
+        "XRANGE",
+        k.stream,
+        "(" + position,
+        "+",
+        "COUNT",
+        count,
+        parse=_events(channel),
+        context=f"channel {channel!r}",
+    )

@@ -18,8 +18,9 @@ def trim(
     script_keys = [k.stream, k.meta, k.durables]
     for name in durables:
         script_keys += [k.redeliveries(name), k.keep(name)]
-    return script("trim", script_keys, [mode, up_to, *durables], parse=as_int,
-                  context=f"trim {k.channel!r}")  # fmt: skip
+    return script(
+        "trim", script_keys, [mode, up_to, *durables], parse=as_int, context=f"trim {k.channel!r}"
+    )
 
 
 def specs(k: keys.ChannelKeys) -> Op[dict[str, str]]:
@@ -37,11 +38,21 @@ def reap(k: keys.ChannelKeys, durable: str, orphan_ttl_ms: int) -> Op[int]:
     d = durable
     return script(
         "reap_shared",
-        [k.stream, k.members(d), k.alive(d), k.ring(d), k.redo(d), k.delayed(d),
-         k.redeliveries(d), k.taps(d), k.tally(d)],
+        [
+            k.stream,
+            k.members(d),
+            k.alive(d),
+            k.ring(d),
+            k.redo(d),
+            k.delayed(d),
+            k.redeliveries(d),
+            k.taps(d),
+            k.tally(d),
+        ],
         [d, orphan_ttl_ms],
-        parse=as_int, context=f"reap {k.channel!r}",
-    )  # fmt: skip
+        parse=as_int,
+        context=f"reap {k.channel!r}",
+    )
 
 
 def delete_channel(k: keys.ChannelKeys, durables: Sequence[str]) -> Op[int]:
@@ -49,8 +60,9 @@ def delete_channel(k: keys.ChannelKeys, durables: Sequence[str]) -> Op[int]:
     script_keys = [k.stream, k.meta, k.durables, *k.channel_level]
     for name in durables:
         script_keys += k.per_durable(name)
-    return script("delete_channel", script_keys, durables, parse=as_int,
-                  context=f"delete {k.channel!r}")  # fmt: skip
+    return script(
+        "delete_channel", script_keys, durables, parse=as_int, context=f"delete {k.channel!r}"
+    )
 
 
 def unregister(k: keys.ChannelKeys) -> Op[Any]:
@@ -75,5 +87,10 @@ def nack_expired(k: keys.ChannelKeys, lease_ms: int) -> Op[tuple[int, list[Unsen
     """Record a nack for every ack-required event a session was sent and let time out; how
     many, and the events whose timeout passed before a session away (idle past `lease_ms`)
     read them (to nack if of the session's interest: `ops.sessions.nack(..., 'unsent')`)."""
-    return script("nack_expired", [k.stream, k.nacks, k.meta, k.unsent_nacks], [lease_ms],
-                  parse=_expired, context=f"nacks of {k.channel!r}")  # fmt: skip
+    return script(
+        "nack_expired",
+        [k.stream, k.nacks, k.meta, k.unsent_nacks],
+        [lease_ms],
+        parse=_expired,
+        context=f"nacks of {k.channel!r}",
+    )

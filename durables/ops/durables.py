@@ -26,9 +26,13 @@ def create(
     k: keys.ChannelKeys, name: str, spec: DurableSpec, group_start: str, must_exist: str
 ) -> Op[DurableSpec]:
     """Get or create; the stored spec comes back (it wins over the one asked for)."""
-    return script("create_durable", [k.stream, k.meta, k.durables],
-                  [name, spec.to_json(), group_start, must_exist],
-                  parse=_stored_spec, context=_about(k, name))  # fmt: skip
+    return script(
+        "create_durable",
+        [k.stream, k.meta, k.durables],
+        [name, spec.to_json(), group_start, must_exist],
+        parse=_stored_spec,
+        context=_about(k, name),
+    )
 
 
 def _spec_or_none(reply: Any) -> DurableSpec | None:
@@ -103,8 +107,13 @@ def count_matching(
 ) -> Op[tuple[int, str]]:
     """Events after `position` (up to `until`, inclusive) matching the filter tree, in one
     slice: (count, where to go on, '' when done)."""
-    return script("count_matching", [k.stream], [tree, position, SCAN_CHUNK, "count", until],
-                  parse=_counted, context=_about(k, name))  # fmt: skip
+    return script(
+        "count_matching",
+        [k.stream],
+        [tree, position, SCAN_CHUNK, "count", until],
+        parse=_counted,
+        context=_about(k, name),
+    )
 
 
 def _oldest_pending(summary: Any) -> str | None:
@@ -119,8 +128,13 @@ def oldest_pending(k: keys.ChannelKeys, name: str) -> Op[str | None]:
 
 
 def delete(k: keys.ChannelKeys, name: str) -> Op[bool]:
-    return script("delete_durable", [k.stream, k.durables, *k.per_durable(name)], [name],
-                  parse=as_bool, context=_about(k, name))  # fmt: skip
+    return script(
+        "delete_durable",
+        [k.stream, k.durables, *k.per_durable(name)],
+        [name],
+        parse=as_bool,
+        context=_about(k, name),
+    )
 
 
 def members(k: keys.ChannelKeys, name: str) -> Op[list[str]]:
@@ -157,8 +171,15 @@ def _dead_letters(reply: Any) -> list[DeadLetter]:
 def dead_letters(k: keys.ChannelKeys, name: str, count: int | None) -> Op[list[DeadLetter]]:
     """The durable's dead letters, oldest first."""
     limit = () if count is None else ("COUNT", count)
-    return command("XRANGE", k.dead(name), "-", "+", *limit, parse=_dead_letters,
-                   context=f"dead letters of {name!r}")  # fmt: skip
+    return command(
+        "XRANGE",
+        k.dead(name),
+        "-",
+        "+",
+        *limit,
+        parse=_dead_letters,
+        context=f"dead letters of {name!r}",
+    )
 
 
 def drop_dead_letters(k: keys.ChannelKeys, name: str, ids: list[str]) -> Op[Any]:

@@ -93,5 +93,15 @@ def check_version(info: dict[str, object]) -> str:
     return f"redis {redis_version}"
 
 
-__all__ = ["MIN_REDIS", "MIN_VALKEY", "Ask", "Contact", "Primaries", "check_version",
-           "first_contact", "health", "info", "save_setting"]  # fmt: skip
+__all__ = [
+    "MIN_REDIS",
+    "MIN_VALKEY",
+    "Ask",
+    "Contact",
+    "Primaries",
+    "check_version",
+    "first_contact",
+    "health",
+    "info",
+    "save_setting",
+]

@@ -49,8 +49,13 @@ def server_ms() -> Op[int]:
 def take_live(ns: str, session_id: str, token: str, lease_ms: int) -> Op[int]:
     """Become (or stay, after an outage) the session's one live client, unless another is:
     0 when this client is live now, else the milliseconds the other's lease has left."""
-    return script("claim_lease", [keys.session_live(ns, session_id)], [token, lease_ms],
-                  parse=as_int, context=_about(session_id))  # fmt: skip
+    return script(
+        "claim_lease",
+        [keys.session_live(ns, session_id)],
+        [token, lease_ms],
+        parse=as_int,
+        context=_about(session_id),
+    )
 
 
 @dataclass(frozen=True)
@@ -84,22 +89,34 @@ def queue(
     session's queue on a channel; `live` as the client knows it. Without `depth`, a queue
     without limits reports depth 0: counting it asks for every group of the channel."""
     flag = "" if live is None else "1" if live else "0"
-    return script("session_queue",
-                  [k.stream, k.meta, k.session_trips, k.session_limits, k.overflowed],
-                  [session_id, limits, flag, "1" if depth else "0"], parse=_queue,
-                  context=_about(session_id))  # fmt: skip
+    return script(
+        "session_queue",
+        [k.stream, k.meta, k.session_trips, k.session_limits, k.overflowed],
+        [session_id, limits, flag, "1" if depth else "0"],
+        parse=_queue,
+        context=_about(session_id),
+    )
 
 
 def touch(ns: str, session_id: str, token: str, lease_ms: int) -> Op[bool]:
     """The heartbeat: renew the live lease and stamp last_seen_ms with the server's clock."""
-    return script("touch_session",
-                  [keys.session_live(ns, session_id), keys.session(ns, session_id)],
-                  [token, lease_ms], parse=as_bool, context=_about(session_id))  # fmt: skip
+    return script(
+        "touch_session",
+        [keys.session_live(ns, session_id), keys.session(ns, session_id)],
+        [token, lease_ms],
+        parse=as_bool,
+        context=_about(session_id),
+    )
 
 
 def release_live(ns: str, session_id: str, token: str) -> Op[bool]:
-    return script("release_lease", [keys.session_live(ns, session_id)], [token],
-                  parse=as_bool, context=_about(session_id))  # fmt: skip
+    return script(
+        "release_lease",
+        [keys.session_live(ns, session_id)],
+        [token],
+        parse=as_bool,
+        context=_about(session_id),
+    )
 
 
 def load(ns: str, session_id: str) -> Op[SessionRecord | None]:
@@ -108,22 +125,31 @@ def load(ns: str, session_id: str) -> Op[SessionRecord | None]:
         # (as an earlier version could leave)
         return SessionRecord.from_mapping(session_id, raw) if b"timeout_ms" in raw else None
 
-    return command("HGETALL", keys.session(ns, session_id), parse=parse,
-                   context=_about(session_id))  # fmt: skip
+    return command("HGETALL", keys.session(ns, session_id), parse=parse, context=_about(session_id))
 
 
 def save(ns: str, record: SessionRecord) -> list[Op[Any]]:
     flat = [part for item in record.to_mapping().items() for part in item]
     # scripts, not HSET and SADD: a session resumes on a server at its maxmemory
     about = _about(record.id)
-    return [script("save_record", [keys.session(ns, record.id)], flat, context=about),
-            script("add_members", [keys.sessions(ns)], [record.id], context=about)]  # fmt: skip
+    return [
+        script("save_record", [keys.session(ns, record.id)], flat, context=about),
+        script("add_members", [keys.sessions(ns)], [record.id], context=about),
+    ]
 
 
 def join(k: keys.ChannelKeys, session_id: str) -> Op[Any]:
     """The session's group on a channel, from now on; one registered before keeps its queue."""
-    return command("XGROUP", "CREATE", k.stream, keys.session_group(session_id), "$", "MKSTREAM",
-                   context=_about(session_id), tolerate=frozenset({"BUSYGROUP"}))  # fmt: skip
+    return command(
+        "XGROUP",
+        "CREATE",
+        k.stream,
+        keys.session_group(session_id),
+        "$",
+        "MKSTREAM",
+        context=_about(session_id),
+        tolerate=frozenset({"BUSYGROUP"}),
+    )
 
 
 def stream_exists(k: keys.ChannelKeys, session_id: str) -> Op[bool]:
@@ -133,19 +159,27 @@ def stream_exists(k: keys.ChannelKeys, session_id: str) -> Op[bool]:
 def leave(k: keys.ChannelKeys, session_id: str) -> Op[Any]:
     """Destroy the session's group on a channel (its queue there is gone), with its queue
     limits there."""
-    return script("leave_session", [k.stream, k.session_trips, k.session_limits, k.unsent_nacks],
-                  [session_id], context=_about(session_id))  # fmt: skip
+    return script(
+        "leave_session",
+        [k.stream, k.session_trips, k.session_limits, k.unsent_nacks],
+        [session_id],
+        context=_about(session_id),
+    )
 
 
 def forget(ns: str, session_id: str) -> list[Op[Any]]:
-    return [command("DEL", keys.session(ns, session_id), context=_about(session_id)),
-            command("SREM", keys.sessions(ns), session_id, context=_about(session_id))]  # fmt: skip
+    return [
+        command("DEL", keys.session(ns, session_id), context=_about(session_id)),
+        command("SREM", keys.sessions(ns), session_id, context=_about(session_id)),
+    ]
 
 
 def alert(ns: str, message: str, now_ms: int, about: Mapping[str, str]) -> list[Op[Any]]:
     entry = json.dumps({"time_ms": now_ms, "message": message, **about})
-    return [command("LPUSH", keys.alerts(ns), entry, context="alerts"),
-            command("LTRIM", keys.alerts(ns), 0, MAX_ALERTS - 1, context="alerts")]  # fmt: skip
+    return [
+        command("LPUSH", keys.alerts(ns), entry, context="alerts"),
+        command("LTRIM", keys.alerts(ns), 0, MAX_ALERTS - 1, context="alerts"),
+    ]
 
 
 def _json_list(raw: Any) -> list[dict[str, Any]]:
@@ -166,8 +200,9 @@ def unregister(ns: str, session_id: str) -> Op[Any]:
 
 
 def is_live(ns: str, session_id: str) -> Op[bool]:
-    return command("EXISTS", keys.session_live(ns, session_id), parse=as_bool,
-                   context=_about(session_id))  # fmt: skip
+    return command(
+        "EXISTS", keys.session_live(ns, session_id), parse=as_bool, context=_about(session_id)
+    )
 
 
 def place_marker(k: keys.ChannelKeys, session_id: str) -> Op[str]:
@@ -177,14 +212,24 @@ def place_marker(k: keys.ChannelKeys, session_id: str) -> Op[str]:
 
 def nack(k: keys.ChannelKeys, event_id: str, session_id: str, reason: str) -> Op[Any]:
     """Record that `session_id` did not acknowledge `event_id` (and take it off its queue)."""
-    return script("nack", [k.stream, k.nacks, k.unsent_nacks],
-                  [keys.session_group(session_id), event_id, reason],
-                  context=_about(session_id))  # fmt: skip
+    return script(
+        "nack",
+        [k.stream, k.nacks, k.unsent_nacks],
+        [keys.session_group(session_id), event_id, reason],
+        context=_about(session_id),
+    )
 
 
 def _nacks(reply: Any) -> list[Nack]:
-    return [Nack(text(f.get(b"event", b"")), text(f.get(b"session", b"")),
-                 text(f.get(b"reason", b"")), text(i)) for i, f in reply or ()]  # fmt: skip
+    return [
+        Nack(
+            text(f.get(b"event", b"")),
+            text(f.get(b"session", b"")),
+            text(f.get(b"reason", b"")),
+            text(i),
+        )
+        for i, f in reply or ()
+    ]
 
 
 def nacks(k: keys.ChannelKeys, count: int | None) -> Op[list[Nack]]:
@@ -193,8 +238,14 @@ def nacks(k: keys.ChannelKeys, count: int | None) -> Op[list[Nack]]:
 
 
 def ack(k: keys.ChannelKeys, session_id: str, event_ids: list[str]) -> Op[int]:
-    return command("XACK", k.stream, keys.session_group(session_id), *event_ids, parse=as_int,
-                   context=_about(session_id))  # fmt: skip
+    return command(
+        "XACK",
+        k.stream,
+        keys.session_group(session_id),
+        *event_ids,
+        parse=as_int,
+        context=_about(session_id),
+    )
 
 
 def _entry_key(entry: Any) -> tuple[int, int]:
@@ -253,9 +304,19 @@ class SessionCursors:
         self._reading = history or dict(self.cursors)
         streams = [self._keys[c].stream for c in self._reading]
         block = [] if history else ["BLOCK", max(1, block_ms)]
-        return command("XREADGROUP", "GROUP", self.group, CONSUMER, "COUNT", self.batch, *block,
-                       "STREAMS", *streams, *self._reading.values(),
-                       context="session delivery")  # fmt: skip
+        return command(
+            "XREADGROUP",
+            "GROUP",
+            self.group,
+            CONSUMER,
+            "COUNT",
+            self.batch,
+            *block,
+            "STREAMS",
+            *streams,
+            *self._reading.values(),
+            context="session delivery",
+        )
 
     def on_read(self, reply: Any) -> list[Batch]:
         got = {self._channel_of[stream]: entries for stream, entries in streams_read(reply)}
@@ -321,8 +382,15 @@ class SessionCursors:
         """Acknowledge the batch (and `extra` ack-required events handled meanwhile)."""
         if not batch.done and not extra:
             return None
-        return command("XACK", self._keys[batch.channel].stream, self.group, *batch.done,
-                       *extra, parse=as_int, context="session delivery")  # fmt: skip
+        return command(
+            "XACK",
+            self._keys[batch.channel].stream,
+            self.group,
+            *batch.done,
+            *extra,
+            parse=as_int,
+            context="session delivery",
+        )
 
 
 # -- a session's decisions, shared by the sync and the asyncio session ----------------------
@@ -374,12 +442,16 @@ def overflow_notes(session_id: str, channel: str, queue: Queue) -> tuple[str | N
     """What an overflow did to a queue, as alerts: (events dropped, session closed)."""
     dropped = closed = None
     if queue.dropped:
-        dropped = (f"durable client session {session_id!r} lost its {queue.dropped} "
-                   f"oldest queued event(s) on {channel!r}: its queue passed its "
-                   f"limit (overflow='drop_oldest')")  # fmt: skip
+        dropped = (
+            f"durable client session {session_id!r} lost its {queue.dropped} "
+            f"oldest queued event(s) on {channel!r}: its queue passed its "
+            f"limit (overflow='drop_oldest')"
+        )
     if queue.closed:
         depth, _, limit = queue.closed.removeprefix("closed:").partition("|")
-        closed = (f"durable client session {session_id!r} was closed: its queue on "
-                  f"{channel!r} reached {depth} events, over its limit of {limit}; "
-                  f"its queue is gone")  # fmt: skip
+        closed = (
+            f"durable client session {session_id!r} was closed: its queue on "
+            f"{channel!r} reached {depth} events, over its limit of {limit}; "
+            f"its queue is gone"
+        )
     return dropped, closed

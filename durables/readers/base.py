@@ -208,8 +208,10 @@ class Reader(LeaseHolder, ABC, Generic[C]):
             if not still:
                 self._withdraw(self._unconfirmed)
                 self._unconfirmed = ()
-                raise LeaseLostError(f"{self._context}: the lease lapsed before the replicas "
-                                     f"confirmed the events read")  # fmt: skip
+                raise LeaseLostError(
+                    f"{self._context}: the lease lapsed before the replicas "
+                    f"confirmed the events read"
+                )
             if confirmed >= self.replicated:
                 events, self._unconfirmed = list(self._unconfirmed), ()
                 return events

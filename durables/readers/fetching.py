@@ -37,8 +37,11 @@ MAX_TIMEOUT_S = 86_400.0
 
 def check_timeout(timeout: float) -> None:
     """`ConfigError` for a fetch timeout that is not a number of seconds from 0 to a day."""
-    if isinstance(timeout, bool) or not isinstance(timeout, int | float) \
-            or not 0 <= timeout <= MAX_TIMEOUT_S:  # fmt: skip
+    if (
+        isinstance(timeout, bool)
+        or not isinstance(timeout, int | float)
+        or not 0 <= timeout <= MAX_TIMEOUT_S
+    ):
         raise ConfigError(
             f"fetch timeout must be a number of seconds from 0 to {MAX_TIMEOUT_S:g}, "
             f"got {timeout!r}"
@@ -173,9 +176,10 @@ class Fetching(ABC):
 def idle_seconds(idle_timeout: object) -> float | None:
     """An iteration's `idle_timeout` as seconds (None: no limit); `ConfigError` otherwise."""
     if idle_timeout is not None and (
-        not isinstance(idle_timeout, int | float) or isinstance(idle_timeout, bool)
+        not isinstance(idle_timeout, int | float)
+        or isinstance(idle_timeout, bool)
         or not idle_timeout >= 0
-    ):  # fmt: skip
+    ):
         raise ConfigError(f"idle_timeout must be seconds >= 0 or None, got {idle_timeout!r}")
     return None if idle_timeout is None else float(idle_timeout)
 

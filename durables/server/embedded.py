@@ -198,8 +198,10 @@ class EmbeddedServer:
                 log.warning(
                     "port %d of the server for %s is taken by another process: it now "
                     "listens on %d (clients of the old address must connect again)",
-                    kept, self.home, port,
-                )  # fmt: skip
+                    kept,
+                    self.home,
+                    port,
+                )
             self._keep_port(port)
             return url
         raise failure
@@ -389,8 +391,11 @@ def _warn_if_started_elsewhere(record: _Record, home: Path) -> None:
             "reusing the embedded server under %s (%s) that another environment started "
             "(its binary %s; this one's %s): set DURABLES_HOME to keep a server per "
             "environment, or `durables server stop` to start it again from this one",
-            home, record.url, record.binary, mine,
-        )  # fmt: skip
+            home,
+            record.url,
+            record.binary,
+            mine,
+        )
 
 
 def _binary_path() -> Path:

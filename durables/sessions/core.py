@@ -158,8 +158,13 @@ class SessionCore:
         if old == new:
             return
         # a deliberate close is news, not a warning (an overflow warns where it happens)
-        log.log(logging.WARNING if new in ("disconnected", "expired") else logging.INFO,
-                "session %r: %s -> %s", self.id, old, new)  # fmt: skip
+        log.log(
+            logging.WARNING if new in ("disconnected", "expired") else logging.INFO,
+            "session %r: %s -> %s",
+            self.id,
+            old,
+            new,
+        )
         for listener in list(self._state_listeners):
             try:
                 listener(old, new)
@@ -188,13 +193,13 @@ class SessionCore:
             if queue.limit:
                 limits.append(queue.limit)
         limit = max(limits) if limits else self.max_depth
-        return SessionInfo(self.id, self._state, depth, limit, self._timeout_ms / 1000,
-                           in_flight)  # fmt: skip
+        return SessionInfo(self.id, self._state, depth, limit, self._timeout_ms / 1000, in_flight)
 
     def _limits(self) -> str:
         """The queue limits as `session_queue.lua` stores them, or '-' for none."""
-        return ops.queue_limits(self.max_depth, self.disconnected_max_depth, self.overflow,
-                                self.ctx.lease_ms)  # fmt: skip
+        return ops.queue_limits(
+            self.max_depth, self.disconnected_max_depth, self.overflow, self.ctx.lease_ms
+        )
 
     def _queues(self, limits: str = "", depth: bool = False) -> Flow[list[ops.Queue]]:
         """Each interested channel's queue (setting `limits` when given; its depth counted
@@ -437,8 +442,12 @@ class SessionCore:
                 self.record.disconnected_ms = yield from store.server_ms(self.ctx)
                 yield from store.save(self.ctx, self.record)
                 if self.max_depth is not None:  # away from now on: the larger limit holds
-                    yield from send([ops.queue(self.ctx.keys(c), self.id, "", False, depth=False)
-                                     for c in self.record.interests])  # fmt: skip
+                    yield from send(
+                        [
+                            ops.queue(self.ctx.keys(c), self.id, "", False, depth=False)
+                            for c in self.record.interests
+                        ]
+                    )
             else:
                 yield from store.remove(self.ctx, self.record)
         finally:

@@ -112,9 +112,13 @@ class DeliveryLoop(ABC, Generic[C]):
         self.clock_offset_ms = clock_offset_ms
         """The server's clock minus ours: ack timeouts are judged on the server's."""
         self.cursors = SessionCursors(
-            ctx.namespace, session_id, interests, markers, interest_matches,
+            ctx.namespace,
+            session_id,
+            interests,
+            markers,
+            interest_matches,
             batch=batch or ctx.settings.read_batch,
-        )  # fmt: skip
+        )
         self._outage, self._away, self._resume = outage, away, resume
         self._queue_gone = queue_gone
         self._ended = ended
@@ -261,8 +265,13 @@ class DeliveryLoop(ABC, Generic[C]):
         """Record the nack (unless housekeeping did, before this session read the event)."""
         k = self.ctx.keys(event.channel)
         if (yield from run(ops.nack(k, event.id, self.session_id, reason), retry=False)):
-            log.warning("session %r: event %s of %r %s", self.session_id, event.id,
-                        event.channel, reason.replace("_", " "))  # fmt: skip
+            log.warning(
+                "session %r: event %s of %r %s",
+                self.session_id,
+                event.id,
+                event.channel,
+                reason.replace("_", " "),
+            )
 
     def ack_op(self, event: Event) -> Op[Any]:
         """The acknowledgement of an ack-required event the application acknowledged."""
@@ -297,9 +306,11 @@ class Delivery(DeliveryLoop[Context]):
 
     def start(self) -> None:
         self._thread = threading.Thread(
-            target=self.ctx.executor.drive, args=(self.running(),),
-            name=f"durables-{self.session_id}", daemon=True,
-        )  # fmt: skip
+            target=self.ctx.executor.drive,
+            args=(self.running(),),
+            name=f"durables-{self.session_id}",
+            daemon=True,
+        )
         self.ctx.runtime.own(self)
         self._thread.start()
 

@@ -92,9 +92,12 @@ def warn(ctx: BaseContext, message: str, session_id: str) -> Flow[None]:
 
 
 def looking(
-    ctx: BaseContext, record: SessionRecord, limits: str = "", live: bool | None = None,
+    ctx: BaseContext,
+    record: SessionRecord,
+    limits: str = "",
+    live: bool | None = None,
     depth: bool = False,
-) -> Flow[tuple[list[ops.Queue], str | None]]:  # fmt: skip
+) -> Flow[tuple[list[ops.Queue], str | None]]:
     """Each of a session's queues (`ops.queue`: `limits` set when given, `live` as its client
     knows it), events an overflow dropped alerted; and what says an overflow closed the
     session, if one did."""
@@ -167,5 +170,16 @@ def reap(ctx: BaseContext) -> Flow[tuple[list[str], list[str]]]:
     return expired, closed
 
 
-__all__ = ["Interest", "SessionRecord", "alerts", "closed_while_away", "is_live", "load",
-           "looking", "reap", "records", "server_ms", "warn"]  # fmt: skip
+__all__ = [
+    "Interest",
+    "SessionRecord",
+    "alerts",
+    "closed_while_away",
+    "is_live",
+    "load",
+    "looking",
+    "reap",
+    "records",
+    "server_ms",
+    "warn",
+]

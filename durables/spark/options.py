@@ -21,8 +21,17 @@ from ..records import KINDS, Kind
 SPARK_OWN = frozenset({"path", "checkpointlocation", "queryname"})
 """Options Spark itself may pass along to a data source; accepted and left alone."""
 CONNECTION = ("url", "namespace", "channel")
-READ = (*CONNECTION, "durable", "kind", "filter", "startingPosition", "maxEventsPerTrigger",
-        "numPartitions", "startId", "endId")  # fmt: skip
+READ = (
+    *CONNECTION,
+    "durable",
+    "kind",
+    "filter",
+    "startingPosition",
+    "maxEventsPerTrigger",
+    "numPartitions",
+    "startId",
+    "endId",
+)
 WRITE = (*CONNECTION, "sinkId")
 SPELLING = {name.lower(): name for name in (*READ, *WRITE)}
 """Options arrive lower-cased; messages name them as the documentation spells them."""

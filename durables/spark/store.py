@@ -76,11 +76,19 @@ def plan_batch(durable: Durable, start: str, most: int, bound: str | None) -> Pl
     exclusive durable, take (or keep) its lease first."""
     k = durable.keys
     lease = "" if durable.kind != "exclusive" else str(durable.ctx.lease_ms)
-    op = script("spark/plan",
-                [k.stream, k.durables, k.lease(durable.name), k.alive(durable.name),
-                 k.planned(durable.name)],
-                [durable.name, TOKEN, lease, start, most, bound or ""],
-                parse=_plan, context=_about(durable))  # fmt: skip
+    op = script(
+        "spark/plan",
+        [
+            k.stream,
+            k.durables,
+            k.lease(durable.name),
+            k.alive(durable.name),
+            k.planned(durable.name),
+        ],
+        [durable.name, TOKEN, lease, start, most, bound or ""],
+        parse=_plan,
+        context=_about(durable),
+    )
     return _with_scripts(durable.ctx.executor).run(op)
 
 
@@ -88,10 +96,12 @@ def position(durable: Durable) -> str:
     """Where a new query starts: before the first event the durable handed out and nobody
     acknowledged, else at the durable's position (the end of the last committed batch)."""
     stream = durable.keys.stream
-    summary, groups = durable.ctx.executor.run_all([
-        command("XPENDING", stream, durable.name, context=_about(durable)),
-        command("XINFO GROUPS", stream, context=_about(durable)),
-    ])  # fmt: skip
+    summary, groups = durable.ctx.executor.run_all(
+        [
+            command("XPENDING", stream, durable.name, context=_about(durable)),
+            command("XINFO GROUPS", stream, context=_about(durable)),
+        ]
+    )
     if summary.get("pending") and summary.get("min"):
         return previous(text(summary["min"]))
     for group in groups:
@@ -117,16 +127,23 @@ def lease_of(durable: Durable) -> Lease:
     """The Spark reader's lease on an exclusive durable, for the client's heartbeat: kept
     while the reader's process lives, lapsing a lease time after it dies."""
     key = durable.keys.lease(durable.name)
-    renew = script("renew_lease", [key], [TOKEN, durable.ctx.lease_ms], parse=as_bool,
-                   context=_about(durable))  # fmt: skip
+    renew = script(
+        "renew_lease", [key], [TOKEN, durable.ctx.lease_ms], parse=as_bool, context=_about(durable)
+    )
     return Lease(TOKEN, renew, lambda: None)  # lost: the next plan takes it again, or fails
 
 
 def release(durable: Durable) -> None:
     """Let other consumers take an exclusive durable again (the query stopped)."""
     if durable.kind == "exclusive":
-        durable.ctx.executor.run(script("release_lease", [durable.keys.lease(durable.name)],
-                                        [TOKEN], context=_about(durable)))  # fmt: skip
+        durable.ctx.executor.run(
+            script(
+                "release_lease",
+                [durable.keys.lease(durable.name)],
+                [TOKEN],
+                context=_about(durable),
+            )
+        )
 
 
 def read_range(client: Client, channel: str, span: IdRange) -> Iterator[list[Any]]:
@@ -135,9 +152,16 @@ def read_range(client: Client, channel: str, span: IdRange) -> Iterator[list[Any
     low = span.first
     while True:
         entries: Any = client.ctx.executor.run(
-            command("XRANGE", stream, low, span.last, "COUNT", READ_CHUNK,
-                    context=f"reading channel {channel!r}")
-        )  # fmt: skip
+            command(
+                "XRANGE",
+                stream,
+                low,
+                span.last,
+                "COUNT",
+                READ_CHUNK,
+                context=f"reading channel {channel!r}",
+            )
+        )
         if entries:
             yield entries
         if len(entries) < READ_CHUNK:
@@ -180,8 +204,16 @@ def commit_batch(
 ) -> Commit:
     """Append the staged events of `tokens` (in order) unless `sink_id` has `batch_id`."""
     k = client.keys(channel)
-    script_keys = [k.stream, k.meta, k.last_values, k.last_ids, k.sinks, k.session_trips,
-                   k.session_limits, k.overflowed]  # fmt: skip
+    script_keys = [
+        k.stream,
+        k.meta,
+        k.last_values,
+        k.last_ids,
+        k.sinks,
+        k.session_trips,
+        k.session_limits,
+        k.overflowed,
+    ]
     script_keys += [k.stage(t) for t in tokens]
     context = f"committing batch {batch_id} to channel {channel!r}"
     try:

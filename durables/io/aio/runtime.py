@@ -216,5 +216,11 @@ class AsyncRuntime:
         await self.heartbeat.close()
 
 
-__all__ = ["AsyncAckFlusher", "AsyncClosable", "AsyncDeferring", "AsyncHeartbeat",
-           "AsyncHousekeeper", "AsyncRuntime"]  # fmt: skip
+__all__ = [
+    "AsyncAckFlusher",
+    "AsyncClosable",
+    "AsyncDeferring",
+    "AsyncHeartbeat",
+    "AsyncHousekeeper",
+    "AsyncRuntime",
+]

@@ -58,10 +58,13 @@ def _sentinel(url: ServerUrl, options: dict[str, Any]) -> aioredis.Redis:
     connect_timeout_s = options["socket_connect_timeout"]
     sentinels = Sentinel(  # type: ignore[no-untyped-call]
         list(url.hosts),
-        sentinel_kwargs={"socket_timeout": connect_timeout_s,
-                         "socket_connect_timeout": connect_timeout_s, **auth},
+        sentinel_kwargs={
+            "socket_timeout": connect_timeout_s,
+            "socket_connect_timeout": connect_timeout_s,
+            **auth,
+        },
         **auth,
-    )  # fmt: skip
+    )
     assert url.service is not None
     primary: aioredis.Redis = sentinels.master_for(url.service, db=url.db, ssl=url.tls, **options)
     return reading_as_sent(primary)
@@ -76,9 +79,12 @@ def _cluster(url: ServerUrl, options: dict[str, Any]) -> RedisCluster:
         # default, in-flight reads included: a resharding would look like lost connections)
         server = RedisCluster(
             startup_nodes=[ClusterNode(h, p) for h, p in url.hosts],
-            username=url.username, password=url.password, ssl=url.tls, reinitialize_steps=0,
+            username=url.username,
+            password=url.password,
+            ssl=url.tls,
+            reinitialize_steps=0,
             **options,
-        )  # fmt: skip
+        )
     except RedisClusterException as exc:
         raise ConfigError(f"cannot use the cluster URL {url.shown!r}: {exc}") from None
     for name in AS_SENT:  # its nodes, those made later too, share its callbacks

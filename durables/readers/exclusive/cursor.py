@@ -53,8 +53,9 @@ def _gated(gate: str, context: str) -> Callable[[Any], list[Any]]:
             ):
                 raise LeaseLostError(f"{context}: another consumer took the durable over")
             raise translate(reply, context)
-        return [entry for key, entries in streams_read(reply) if key != gate_bytes
-                for entry in entries]  # fmt: skip
+        return [
+            entry for key, entries in streams_read(reply) if key != gate_bytes for entry in entries
+        ]
 
     gate_bytes = gate.encode()
     return parse
@@ -111,11 +112,20 @@ class ExclusiveCursor:
         k = self.k
         return script(
             "attach_exclusive",
-            [k.stream, k.durables, k.lease(self.durable), k.redeliveries(self.durable),
-             k.keep(self.durable), k.gates(self.durable), self.gate, k.tally(self.durable)],
+            [
+                k.stream,
+                k.durables,
+                k.lease(self.durable),
+                k.redeliveries(self.durable),
+                k.keep(self.durable),
+                k.gates(self.durable),
+                self.gate,
+                k.tally(self.durable),
+            ],
             [self.durable, self.token, self.lease_ms, dead],
-            parse=_counts, context=self.context,
-        )  # fmt: skip
+            parse=_counts,
+            context=self.context,
+        )
 
     def regate(self) -> None:
         """A gate of its own for the next attach (after an outage): a read this holder sent
@@ -138,8 +148,13 @@ class ExclusiveCursor:
         self.unacked = []  # read again from the pending list, in order
 
     def renew(self) -> Op[bool]:
-        return script("renew_lease", [self.k.lease(self.durable)], [self.token, self.lease_ms],
-                      parse=as_bool, context=self.context)  # fmt: skip
+        return script(
+            "renew_lease",
+            [self.k.lease(self.durable)],
+            [self.token, self.lease_ms],
+            parse=as_bool,
+            context=self.context,
+        )
 
     # -- reading --------------------------------------------------------------------------
 
@@ -150,9 +165,23 @@ class ExclusiveCursor:
         over, the read (blocked or not) fails instead of taking events."""
         self._in_flight, self.deferred = self.deferred, None
         block = ("BLOCK", max(1, int(seconds * 1000))) if seconds > 0 and self.cursor == ">" else ()
-        read = command("XREADGROUP", "GROUP", self.durable, self.token, "COUNT", self.batch,
-                       *block, "STREAMS", self.k.stream, self.gate, self.cursor, ">",
-                       parse=self._parse, context=self.context, tolerate=GATE_GONE)  # fmt: skip
+        read = command(
+            "XREADGROUP",
+            "GROUP",
+            self.durable,
+            self.token,
+            "COUNT",
+            self.batch,
+            *block,
+            "STREAMS",
+            self.k.stream,
+            self.gate,
+            self.cursor,
+            ">",
+            parse=self._parse,
+            context=self.context,
+            tolerate=GATE_GONE,
+        )
         if self._in_flight is None:
             return [read]
         return [self._ack(self._in_flight), read]
@@ -308,14 +337,19 @@ class ExclusiveCursor:
             return None
         first = min(ids.key(e.id) for e in events)
         self.limit = first if self.limit is None else min(self.limit, first)
-        return script("add_members", [self.k.keep(self.durable)], [e.id for e in events],
-                      context=self.context)  # fmt: skip
+        return script(
+            "add_members", [self.k.keep(self.durable)], [e.id for e in events], context=self.context
+        )
 
     def release(self, unhanded: Sequence[Event]) -> list[Op[Any]]:
         """Send the deferred ack, then give up the lease (unhanded events keep their count)."""
         ops = [] if self.deferred is None else [self.ack_upto(self.deferred)]
-        release_keys = [self.k.lease(self.durable), self.k.keep(self.durable),
-                        self.k.gates(self.durable), self.gate]  # fmt: skip
+        release_keys = [
+            self.k.lease(self.durable),
+            self.k.keep(self.durable),
+            self.k.gates(self.durable),
+            self.gate,
+        ]
         args = [self.token, *(e.id for e in unhanded)]
         ops.append(script("release_exclusive", release_keys, args, context=self.context))
         return ops

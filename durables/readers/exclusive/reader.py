@@ -59,14 +59,20 @@ class ExclusiveReader(Reader[C]):
         lock: AbstractContextManager[Any],
     ) -> None:
         super().__init__(ctx, k, lock)
-        self.token = (f"{name}@{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
-                      f":{processes.pid_scope()}")  # fmt: skip
+        self.token = (
+            f"{name}@{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
+            f":{processes.pid_scope()}"
+        )
         """name@host:pid:random:scope, the scope telling whether a pid seen on one host
         means the same process (`processes.pid_scope`; see `holder_gone`)."""
         self.state: ExclusiveCursor = ExclusiveCursor(
-            k, durable, self.token, lease_ms=ctx.lease_ms, batch=ctx.settings.read_batch,
+            k,
+            durable,
+            self.token,
+            lease_ms=ctx.lease_ms,
+            batch=ctx.settings.read_batch,
             selectors=selectors,
-        )  # fmt: skip
+        )
         self._context = self.state.context
         self._held_until = 0.0
         """Until when (local monotonic seconds) the lease is surely this consumer's: the
@@ -94,8 +100,12 @@ class ExclusiveReader(Reader[C]):
         except DurableInUseError as exc:
             if not (self.wait_s and holder_gone(exc.holder)):
                 raise
-            log.warning("%s: taking over from %s, whose process is gone (its lease had %.1f s "
-                        "left)", self._context, exc.holder, exc.lease_left_s or 0.0)  # fmt: skip
+            log.warning(
+                "%s: taking over from %s, whose process is gone (its lease had %.1f s left)",
+                self._context,
+                exc.holder,
+                exc.lease_left_s or 0.0,
+            )
             counts = yield from run(self.state.attach(dead=exc.holder))
         with self.lock:
             self.state.on_attach(counts)

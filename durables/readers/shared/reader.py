@@ -49,8 +49,9 @@ class SharedReader(Reader[C]):
         self._on_notice = on_notice
         self.window = window
         self.id = f"{name}#{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
-        self.state: SharedHandout = SharedHandout(k, durable, kind, self.id, window=window,
-                                   lease_ms=ctx.lease_ms, selector=selector)  # fmt: skip
+        self.state: SharedHandout = SharedHandout(
+            k, durable, kind, self.id, window=window, lease_ms=ctx.lease_ms, selector=selector
+        )
         self._context = self.state.context
 
     def attaching(self, *, retry: bool = True) -> Flow[None]:
