@@ -101,23 +101,7 @@ class Session(SessionFront[dict[str, bytes]]):
         if self._delivery is not None:
             return
         interests = self.executor.drive(self.marking())
-        delivery = Delivery(
-            self.ctx,
-            self.id,
-            interests,
-            self.markers,
-            self.listeners,
-            self.cache,
-            outage=self.lost_connection,
-            away=self.away,
-            resume=self.resuming,
-            queue_gone=self.queue_gone,
-            ended=self.ended,
-            batch=self.recovery_buffer,
-            auto_ack=self.auto_ack,
-            clock_offset_ms=self._clock_offset_ms,
-        )
-        delivery.replicated = self.replicated
+        delivery = self._wired(Delivery, interests)
         self._delivery = delivery
         delivery.start()
 

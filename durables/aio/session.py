@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from ..ops.flows import Flow
 from ..options import SessionOptions, Wait, wait_seconds
-from ..records import Interest, SessionInfo
+from ..records import SessionInfo
 from ..session import SessionFront
 from ..sessions.core import ALL_KEYS
 from ..sessions.delivery import DeliveryLoop
@@ -72,7 +72,7 @@ class AsyncSession(SessionFront[Coroutine[Any, Any, dict[str, bytes]]]):
         await self._connected_for("get ready for events")
         if self._delivery is not None:
             return
-        delivery = AsyncDelivery(self, await self.executor.drive(self.marking()))
+        delivery = self._wired(AsyncDelivery, await self.executor.drive(self.marking()))
         self._delivery = delivery
         delivery.start()
 
@@ -106,26 +106,10 @@ class AsyncDelivery(DeliveryLoop["AsyncContext"]):
     """The task that feeds one live session's listeners and caches: the delivery loop of
     `durables.sessions.delivery`, awaited."""
 
-    def __init__(self, session: AsyncSession, interests: dict[str, Interest]) -> None:
-        super().__init__(
-            session.ctx,
-            session.id,
-            interests,
-            session.markers,
-            session.listeners,
-            session.cache,
-            outage=session.lost_connection,
-            away=session.away,
-            resume=session.resuming,
-            queue_gone=session.queue_gone,
-            ended=session.ended,
-            batch=session.recovery_buffer,
-            auto_ack=session.auto_ack,
-            clock_offset_ms=session._clock_offset_ms,
-        )
-        self.replicated = session.replicated
-        self.executor = session.executor
-        self.runtime = session.ctx.runtime
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.executor = self.ctx.executor
+        self.runtime = self.ctx.runtime
         self._task: asyncio.Task[None] | None = None
         self._acks: set[asyncio.Task[Any]] = set()
 

@@ -156,6 +156,13 @@ class ExecutorCore(ABC, Generic[ServerT, DirectT]):
             return self._reconnected()
         return self._sleep(step.seconds)
 
+    def _adding_scripts(self, names: Sequence[str]) -> list[str]:
+        """Those of `names` not loaded before, reloaded with the library's own from now on;
+        the ones to load now (none in an outage: the reconnection loads them)."""
+        new = [name for name in names if name not in self._scripts]
+        self._scripts = (*self._scripts, *new)
+        return new if self.link.connected else []
+
     @abstractmethod
     def _direct_connections(self, redis: ServerT) -> DirectT | None:
         """The connections to send over (None on a cluster: through its client)."""
@@ -325,11 +332,8 @@ class Executor(ExecutorCore["Server", Connections]):
         own after every reconnection or NOSCRIPT; nothing to do if they were added before.
         In an outage they are loaded by the reconnection the next call waits for."""
         with self._adding:  # uncontended, ~0.1 µs: no call sends them before they are loaded
-            new = [name for name in names if name not in self._scripts]
-            if not new:
-                return
-            self._scripts = (*self._scripts, *new)
-            if self.link.connected:
+            new = self._adding_scripts(names)
+            if new:
                 with contextlib.suppress(ConnectionLostError):
                     self._load(new)
 

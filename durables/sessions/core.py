@@ -17,7 +17,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
 
 from .. import names
 from ..cache import LocalCache
@@ -45,6 +45,7 @@ from .delivery import DeliveryLoop, as_listener
 if TYPE_CHECKING:
     from ..io.context import BaseContext
 
+D = TypeVar("D", bound=DeliveryLoop[Any])
 log = logging.getLogger("durables.session")
 
 
@@ -389,6 +390,28 @@ class SessionCore:
         """The local cache of a channel; reads work while disconnected."""
         cache = self._caches.get(channel)  # one is made only once (called for live events)
         return cache if cache is not None else self._caches.setdefault(channel, LocalCache(channel))
+
+    def _wired(self, loop: Callable[..., D], interests: dict[str, Interest]) -> D:
+        """`loop` (the client's delivery: a thread's or a task's) wired to this session's
+        state and sequences, over the interests `marking` placed markers for."""
+        delivery = loop(
+            self.ctx,
+            self.id,
+            interests,
+            self.markers,
+            self.listeners,
+            self.cache,
+            outage=self.lost_connection,
+            away=self.away,
+            resume=self.resuming,
+            queue_gone=self.queue_gone,
+            ended=self.ended,
+            batch=self.recovery_buffer,
+            auto_ack=self.auto_ack,
+            clock_offset_ms=self._clock_offset_ms,
+        )
+        delivery.replicated = self.replicated
+        return delivery
 
     def marking(self) -> Flow[dict[str, Interest]]:
         """Place the replay markers (on every interested channel); the interests to deliver."""

@@ -123,11 +123,8 @@ class AsyncExecutor(ExecutorCore["AsyncServer", AsyncConnections]):
     async def add_scripts(self, names: Sequence[str]) -> None:
         """A connector's scripts, loaded now and after every reconnection or NOSCRIPT (see
         `Executor.add_scripts`)."""
-        new = [name for name in names if name not in self._scripts]
-        if not new:
-            return
-        self._scripts = (*self._scripts, *new)
-        if self.link.connected:
+        new = self._adding_scripts(names)
+        if new:
             with contextlib.suppress(ConnectionLostError):
                 await self._load(new)
 
