@@ -93,3 +93,36 @@ def test_an_ack_refused_for_a_lapsed_lease_goes_again_after_the_next_attach(
             assert consumer.lost_acks == 1
             assert consumer.fetch(timeout=1.0) == []  # attached again; nothing comes back
             assert wait_for(lambda: dur.transaction_depth() == 0, 10)
+
+
+@pytest.mark.parametrize("kind", ["exclusive", "shared"])
+def test_closing_a_consumer_while_the_server_is_away_does_not_fail_and_its_lease_lapses(
+    server: RedisProcess, server_url: str, namespace: str, connect: Connect, kind: durables.Kind
+) -> None:
+    """Giving up a lease is one try: with the server unreachable (or a slot moving past the
+    retries) `close()` returns, says so in the log, and the lease lapses by itself: the
+    events the closed consumer held come to the next one, flagged."""
+    with (
+        FaultProxy(server.port) as proxy,
+        connect(proxy.url, namespace=namespace, **{**FAST, "reconnect_timeout_s": 2.0}) as away,
+        durables.connect(server_url, namespace=namespace, **FAST) as near,
+    ):
+        published = [near.channel("orders").publish(f"e{i}") for i in range(3)]
+        durable = away.channel("orders").durable("billing", kind=kind)
+        consumer = durable.consumer(auto_ack=False)
+        held = consumer.fetch(timeout=5.0)
+        assert [e.id for e in held] == published
+        proxy.kill()
+        started = time.monotonic()
+        consumer.close()  # no exception: nothing to give up that will not lapse anyway
+        assert time.monotonic() - started < 5.0
+        wait = 10.0 if kind == "exclusive" else False  # an exclusive one waits for the lapse
+        billing = near.channel("orders").durable("billing")
+        with billing.consumer(auto_ack=False, wait=wait) as next_one:
+            again: list[durables.Event] = []
+            deadline = time.monotonic() + 15
+            while len(again) < len(published) and time.monotonic() < deadline:
+                again += next_one.fetch(timeout=1.0)
+            assert [e.id for e in again] == published
+            assert all(e.redelivered for e in again)
+            next_one.commit()

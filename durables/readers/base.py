@@ -178,6 +178,18 @@ class Reader(LeaseHolder, ABC, Generic[C]):
             raise
         return ops, replies
 
+    def _giving_up(self, ops: Sequence[Op[Any]]) -> Flow[None]:
+        """Send what gives up the lease, once: a lease already lost leaves nothing to give
+        up, and with the server away (or the slot moving past the retries) closing does not
+        fail: the lease lapses by itself and the events held come again, flagged."""
+        try:
+            yield from send(ops, retry=False)
+        except LeaseLostError:
+            pass
+        except ConnectionLostError as exc:
+            log.warning("closing: %s; the lease was not given up, it lapses by itself", exc)
+        self._touched()
+
     def _touched(self) -> None:
         """Acknowledged events may be trimmed now."""
         self.ctx.touch(self.k.channel)

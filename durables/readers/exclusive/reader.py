@@ -9,13 +9,13 @@ import os
 import secrets
 import socket
 from collections.abc import Sequence
-from contextlib import AbstractContextManager, suppress
+from contextlib import AbstractContextManager
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from ...errors import DurableInUseError, LeaseLostError
 from ...io.leases import Lease, waiting_out
-from ...ops.flows import Flow, run, send
+from ...ops.flows import Flow, run
 from ...server import processes
 from ..base import C, Reader
 from .cursor import ExclusiveCursor
@@ -203,9 +203,7 @@ class ExclusiveReader(Reader[C]):
         self.ctx.runtime.heartbeat.remove(self.token)
         with self.lock:
             ops = self.state.release(unhanded)
-        with suppress(LeaseLostError):  # lost: nothing left to give up
-            yield from send(ops, retry=False)
-        self._touched()
+        yield from self._giving_up(ops)
 
 
 __all__ = ["ExclusiveReader", "holder_gone"]

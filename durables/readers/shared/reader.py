@@ -129,8 +129,7 @@ class SharedReader(Reader[C]):
         self.ctx.runtime.heartbeat.remove(self.id)
         with self.lock:
             ops = self.state.release(unhanded)
-        yield from send(ops, retry=False)
-        self._touched()
+        yield from self._giving_up(ops)
 
 
 __all__ = ["SharedReader"]
