@@ -13,6 +13,8 @@ import time
 from pathlib import Path
 from typing import Self
 
+import redis
+
 from .ha_common import (
     DATA_NODE_DEFAULTS,
     FAILOVER_TIMEOUT_S,
@@ -26,7 +28,7 @@ from .ha_common import (
     start_with_retries,
     stop_all,
 )
-from .servers import HOST, RedisProcess, Started
+from .servers import HOST, RedisProcess, Started, quick_client
 
 CLUSTER_SLOTS = 16384
 MAX_CLUSTER_PORT = 55535
@@ -88,6 +90,16 @@ class ClusterNode:
         return any(first <= slot <= last for first, last in self.slots)
 
 
+ADMIN_TIMEOUT_S = 10.0
+"""What a cluster command that rewrites nodes.conf (fsynced) may take on a machine busy with
+parallel test workers: a second is not always enough there, and the setup is not under test."""
+
+
+def admin(process: RedisProcess) -> redis.Redis:
+    """A client for the harness's own cluster commands (slots, meet, replicate, migrate)."""
+    return quick_client(process.port, timeout_s=ADMIN_TIMEOUT_S)
+
+
 def cluster_nodes(process: RedisProcess) -> list[ClusterNode]:
     """CLUSTER NODES as `process` sees it."""
     with process.client() as client:
@@ -135,7 +147,7 @@ class Cluster(Started):
             for index in range(total):
                 self.nodes.append(self._start_node(index))
             for node in self.nodes:
-                with node.client() as client:
+                with admin(node) as client:
                     self._ids[node.port] = _text(client.execute_command("CLUSTER", "MYID"))
             self._assign_slots()
             self._meet()
@@ -252,7 +264,7 @@ class Cluster(Started):
         source = self._owner(slot, self.running()[0])
         if source is to:
             raise ValueError(f"port {to.port} already serves slot {slot}")
-        with to.client() as target, source.client() as owner:
+        with admin(to) as target, admin(source) as owner:
             target.execute_command("CLUSTER", "SETSLOT", slot, "IMPORTING", self._ids[source.port])
             owner.execute_command("CLUSTER", "SETSLOT", slot, "MIGRATING", self._ids[to.port])
             moved = 0
@@ -271,7 +283,7 @@ class Cluster(Started):
                 raise TimeoutError(f"slot {slot} still has keys on port {source.port}")
             others = [p for p in self.primaries() if p is not to and p is not source]
             for node in (to, source, *others):
-                with node.client() as client:
+                with admin(node) as client:
                     client.execute_command("CLUSTER", "SETSLOT", slot, "NODE", self._ids[to.port])
         poll(
             f"every node names port {to.port} as the owner of slot {slot}",
@@ -308,14 +320,14 @@ class Cluster(Started):
         for index, node in enumerate(self.nodes[: self.primary_count]):
             first = index * per
             last = CLUSTER_SLOTS - 1 if index == self.primary_count - 1 else first + per - 1
-            with node.client() as client:
+            with admin(node) as client:
                 # Distinct epochs up front, as redis-cli --cluster create does.
                 client.execute_command("CLUSTER", "SET-CONFIG-EPOCH", index + 1)
                 client.execute_command("CLUSTER", "ADDSLOTSRANGE", first, last)
 
     def _meet(self) -> None:
         first = self.nodes[0]
-        with first.client() as client:
+        with admin(first) as client:
             for node in self.nodes[1:]:
                 client.execute_command("CLUSTER", "MEET", HOST, node.port)
 
@@ -332,7 +344,7 @@ class Cluster(Started):
     def _replicate(self) -> None:
         for index, node in enumerate(self.nodes[self.primary_count :]):
             primary = self.nodes[index % self.primary_count]
-            with node.client() as client:
+            with admin(node) as client:
                 client.execute_command("CLUSTER", "REPLICATE", self._ids[primary.port])
 
         def linked() -> bool:
