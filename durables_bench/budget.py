@@ -118,6 +118,7 @@ def _counting_sends() -> Iterator[list[int]]:
     """Count every command or pipeline written to a socket (heartbeats included)."""
     count = [0]
     original: Any = Connection.send_packed_command
+    own = "send_packed_command" in vars(Connection)  # else inherited: restored by deleting
 
     def counted(self: Connection, command: Any, check_health: bool = True) -> None:
         count[0] += 1
@@ -127,7 +128,10 @@ def _counting_sends() -> Iterator[list[int]]:
     try:
         yield count
     finally:
-        setattr(Connection, "send_packed_command", original)  # noqa: B010
+        if own:
+            setattr(Connection, "send_packed_command", original)  # noqa: B010
+        else:  # a copy set on the class would hide what is set on its base later
+            delattr(Connection, "send_packed_command")
 
 
 # -- the paths ----------------------------------------------------------------------------

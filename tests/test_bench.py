@@ -107,7 +107,23 @@ def test_every_figure_present_is_positive(rows: dict[str, dict[str, Any]]) -> No
     for row in rows.values():
         for key, value in row.items():
             if isinstance(value, int | float) and not isinstance(value, bool):
-                assert value > 0 and math.isfinite(value), (row["name"], key, value)
+                assert math.isfinite(value), (row["name"], key, value)
+                if not key.endswith("_info_bytes"):  # (see the test below)
+                    assert value > 0, (row["name"], key, value)
+
+
+def test_the_servers_own_memory_figures_are_near_the_exact_ones(
+    rows: dict[str, dict[str, Any]],
+) -> None:
+    """INFO's dataset memory moves with what is not an event too (the server's own
+    buffers, scripts, the allocator's pages): on a short run beside busy neighbours a
+    pending figure came out at -3.6 bytes against an exact 94. It stays within a hundred
+    bytes or so of MEMORY USAGE's exact figure (on a quiet run: 65 and 90 above it)."""
+    for name in ("memory_retained", "memory_pending"):
+        row = rows[name]
+        for variant in ("durables", "raw"):
+            exact, info = row[f"{variant}_bytes"], row[f"{variant}_info_bytes"]
+            assert abs(info - exact) < 200, (name, variant, exact, info)
 
 
 def test_ratios_agree_with_the_rates(rows: dict[str, dict[str, Any]]) -> None:
@@ -274,6 +290,9 @@ def test_the_budget_gives_every_path_for_both_variants_with_positive_costs() -> 
             assert by[path, variant].round_trips >= 1.99, by[path, variant]
     rows = budget.table(budgets).splitlines()
     assert len(rows) == 2 + len(budgets) and rows[2].startswith("| publish_single | durables |")
+    # the counting is undone as it was found: what is set on redis-py's base connection
+    # after it (a test's recorder) still reaches every connection
+    assert "send_packed_command" not in vars(redis.connection.Connection)
 
 
 def test_the_read_ahead_probe_reads_every_event_once_with_two_reads_in_flight(

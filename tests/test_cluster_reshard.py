@@ -40,7 +40,12 @@ def resharded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     """Three primaries of the module's own: the tests move slots between them."""
     if SERVER_KIND != "valkey":
         pytest.skip("the cluster runs in the valkey pass only")
-    with Cluster(server_binary("valkey"), tmp_path_factory.mktemp("reshard")) as servers:
+    # No node fails here: a node timeout well above a busy machine's pauses keeps a node
+    # that answers gossip late (parallel workers on two cores) from being marked failed,
+    # which puts the whole cluster down (CLUSTERDOWN) in the middle of a migration.
+    with Cluster(
+        server_binary("valkey"), tmp_path_factory.mktemp("reshard"), node_timeout_ms=15_000
+    ) as servers:
         yield servers
 
 

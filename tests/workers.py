@@ -28,6 +28,7 @@ TOGETHER = {
     "test_spark_pipeline.py": SPARK,
     "test_spark_reads.py": SPARK,
     "test_bench.py": "test_bench.py",
+    "test_bench_instructions.py": "test_bench.py",
     "test_cluster_reshard.py": "test_cluster_reshard.py",
     "test_console.py": "test_console.py",
     "test_replicated_reads.py": "test_replicated_reads.py",
@@ -36,7 +37,9 @@ TOGETHER = {
 """Module -> the group of tests that runs in one worker. Spark: one `local[2]`
 SparkSession (~6 s to start, ~1.7 GB) serves every Spark test. The others share a
 module-scoped fixture: the benchmark's report (a whole `--quick` run), a browser, a
-cluster or a Sentinel set of their own, a password-guarded server."""
+cluster or a Sentinel set of their own, a password-guarded server. The instruction
+counter runs beside the benchmark's report, not at the same time as it: both load the
+machine, and the counter's repeat check suffers most from a busy neighbour."""
 SHARED_FIXTURES = {SPARK: "session"}
 """Fixtures, beside module-scoped ones, that make a module belong in `TOGETHER`."""
 
