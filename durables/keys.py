@@ -46,6 +46,8 @@ in one slot and every Lua script runs unchanged on Redis Cluster:
     <ns>:{<ch>}:dead:<durable>        stream: dead letters (events past max_deliveries)
     <ns>:{<ch>}:tally:<durable>       hash: counters the scripts keep for the metrics
                                       ('redelivered': events handed out again)
+    <ns>:{<ch>}:holds:<durable>       hash: event key -> id of the key's event out (keyed
+                                      durables: the key's next event waits until it is acked)
     <ns>:{<ch>}:nacks                 stream: ack-required events a session did not acknowledge
     <ns>:{<ch>}:unsent                zset: '<session id> <event id>' of ack-required events whose
                                       timeout passed before the session read them (nacked by
@@ -239,6 +241,10 @@ class ChannelKeys:
     def dead(self, durable: str) -> str:
         return f"{self.prefix}:dead:{durable}"
 
+    def holds(self, durable: str) -> str:
+        """A keyed durable's keys out: key -> the id of its event handed out."""
+        return f"{self.prefix}:holds:{durable}"
+
     def tally(self, durable: str) -> str:
         """Counters the scripts keep for the metrics ('redelivered')."""
         return f"{self.prefix}:tally:{durable}"
@@ -290,4 +296,5 @@ class ChannelKeys:
             self.dead(durable),
             self.planned(durable),
             self.tally(durable),
+            self.holds(durable),
         ]

@@ -10,7 +10,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
-Kind = Literal["exclusive", "shared", "serial"]
+Kind = Literal["exclusive", "shared", "serial", "keyed"]
 KINDS: tuple[str, ...] = get_args(Kind)
 FullPolicy = Literal["reject", "drop_oldest"]
 

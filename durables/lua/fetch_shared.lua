@@ -1,9 +1,10 @@
 #!lua flags=allow-oom
--- The dispatcher of shared and serial durables, run at each fetch of an attached consumer:
+-- The dispatcher of shared, serial and keyed durables, run at each fetch of an attached consumer:
 -- renew the caller's lease, acknowledge what it finished, reap consumers whose lease lapsed,
 -- then deal waiting events round robin to the attached consumers that have window room
 -- (lib/deal.lua). Serial durables deal nothing while anything dealt is unacknowledged, and
--- then deal to one consumer only (the caller first). The caller reads its own pending
+-- then deal to one consumer only (the caller first). Keyed durables deal by key
+-- (lib/keyed.lua), through the pool only. The caller reads its own pending
 -- events right after, in the same pipeline (XREADGROUP ... 0), so payloads never pass
 -- through Lua; then new events straight from the channel through its taps, if this script
 -- opened one (lib/members.lua): the steady path, with no pool, no XCLAIM and no bell.
@@ -27,6 +28,7 @@
 -- KEYS[13] the durable's waits hash (lib/settle.lua)
 -- KEYS[14] the caller's door (shared: opened when it may join the waiters, lib/settle.lua)
 -- KEYS[15] the durable's tally (counters for the metrics: 'redelivered')
+-- KEYS[16] the durable's holds (keyed: key -> the id of its event out, lib/keyed.lua)
 -- ARGV[1]  durable name (the group)
 -- ARGV[2]  the calling consumer's id
 -- ARGV[3]  lease length in milliseconds
@@ -55,10 +57,11 @@
 --@include dead_letters
 --@include deal
 --@include settle
+--@include keyed
 local d = {
   stream = KEYS[1], members = KEYS[3], alive = KEYS[4], ring = KEYS[5], redo = KEYS[6],
   delayed = KEYS[7], counts = KEYS[8], bell = KEYS[9], dead = KEYS[10], taps = KEYS[11],
-  waits = KEYS[13], tally = KEYS[15], group = ARGV[1],
+  waits = KEYS[13], tally = KEYS[15], holds = KEYS[16], group = ARGV[1],
 }
 local TAP_GRACE_MS = 1000
 local me = ARGV[2]
@@ -90,9 +93,9 @@ local store = store_filter(d)
 reap(d, now)  -- lapsed consumers' events and due rollbacks go back first in line
 local order, room, total, busy, filters, held = rooms(d)
 local taps = live_taps(d)
-local serial = spec['kind'] == 'serial'
+local serial, keyed = spec['kind'] == 'serial', spec['kind'] == 'keyed'
 local marked = false  -- some member waits (lib/settle.lua)
-if not serial then
+if not serial and not keyed then  -- (a keyed durable opens no doors: nobody watches)
   local settled
   settled, marked = settle(d, order, room, filters, taps, KEYS[14], me)  -- events watchers took
   if settled then
@@ -119,14 +122,20 @@ if serial then
 end
 local mine = room[me] or 0
 -- The caller may read new events itself when that is exactly what dealing would do.
-local plain = mine > 0 and (held[me] or 0) == handed and filter_tree(spec['ast']) == nil
+local plain = not keyed and mine > 0 and (held[me] or 0) == handed and filter_tree(spec['ast']) == nil
   and filter_tree(store['ast']) == nil and redis.call('LLEN', d.redo) == 0
   and redis.call('ZCARD', d.delayed) == 0
 for _, consumer in ipairs(order) do
   plain = plain and filters[consumer] == nil
 end
 local full, buried = false, 0
-if plain and serial and not busy then
+if keyed then
+  local others
+  others, buried = deal_keyed(d, me, spec, store, order, room, filters, taps, total)
+  if others then
+    ring_bell(d.bell)
+  end
+elseif plain and serial and not busy then
   full = true
 elseif plain and tapping and mine >= 2 and total == mine then
   full = deal_first(d, me, order)
@@ -144,7 +153,7 @@ end
 local newest = newest_id(d.stream)
 -- An idle caller with room left may join the waiters (lib/settle.lua) when nothing but
 -- new events can come to it.
-local wait = waiting and block_ms > 0 and (room[me] or 0) > 0 and filter_tree(spec['ast']) == nil
+local wait = waiting and not keyed and block_ms > 0 and (room[me] or 0) > 0 and filter_tree(spec['ast']) == nil
   and filter_tree(store['ast']) == nil and redis.call('LLEN', d.redo) == 0
   and redis.call('ZCARD', d.delayed) == 0
 for _, consumer in ipairs(order) do

@@ -88,11 +88,13 @@ class SharedHandout:
         self.window, self.lease_ms, self.selector = window, lease_ms, selector
         self.context = f"{kind} durable {durable!r} on {k.channel!r}"
         self.serial = kind == "serial"
+        self.pooled = kind == "keyed"
+        """Every event is dealt through the pool (keyed: by key): no tap, no door."""
         d = durable
         self._fetch_keys = (
             k.stream, k.durables, k.members(d), k.alive(d), k.ring(d), k.redo(d),
             k.delayed(d), k.redeliveries(d), k.bell(d), k.dead(d), k.taps(d),
-            k.tap(d, consumer_id), k.waits(d), k.door(d, consumer_id), k.tally(d),
+            k.tap(d, consumer_id), k.waits(d), k.door(d, consumer_id), k.tally(d), k.holds(d),
         )  # fmt: skip
         tap, door = self._fetch_keys[11], self._fetch_keys[13]
         # an idle consumer's wait sends these at every round (`_wait`): made once
@@ -176,8 +178,9 @@ class SharedHandout:
         # shared: read through a tap only while busy (an idle consumer's fetch brings an
         # event or none, and a read that fails costs it more than it saves); idle and
         # blocking, wait through it (lib/settle.lua)
-        tapping = not self.serial and self._busy and room >= 2
-        waiting = not self.serial and not tapping and self._block_ms > 0 and room >= 1
+        shared = not self.serial and not self.pooled
+        tapping = shared and self._busy and room >= 2
+        waiting = shared and not tapping and self._block_ms > 0 and room >= 1
         took = self._took if self.serial else (1 if tapping else 2 if waiting else 0)
         self._stage = "deal"
         if waiting and self.wait_open:
