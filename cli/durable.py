@@ -63,6 +63,8 @@ def inspect(state: State, channel_name: str, durable_name: str, as_json: bool) -
             "windows": figures.windows,
             "consumer_details": [dataclasses.asdict(c) for c in figures.consumers],
         }
+        if figures.keys is not None:
+            record |= {"keys_moving": figures.keys.moving, "keys_waiting": figures.keys.waiting}
     if as_json:
         output.print_json(record)
         return
@@ -73,11 +75,14 @@ def inspect(state: State, channel_name: str, durable_name: str, as_json: bool) -
         )
     )
     if figures is not None and figures.consumers:
-        columns = ("consumer", "host", "pid", "window", "held", "last seen s", "lease left s")
-        rows = [
-            (c.name, c.host, c.pid, c.window, c.held, c.last_seen_s, c.lease_left_s)
+        keyed = figures.keys is not None  # the keys each holds an event of
+        columns: tuple[str, ...] = ("consumer", "host", "pid", "window", "held")
+        columns += ("keys",) * keyed + ("last seen s", "lease left s")
+        rows: list[tuple[object, ...]] = [
+            (c.name, c.host, c.pid, c.window, c.held, *(c.keys,) * keyed, c.last_seen_s,
+             c.lease_left_s)
             for c in figures.consumers
-        ]
+        ]  # fmt: skip
         output.show(output.table("consumers", columns, rows))
 
 
@@ -86,8 +91,9 @@ def inspect(state: State, channel_name: str, durable_name: str, as_json: bool) -
 @click.argument("durable_name", metavar="DURABLE")
 @click.option(
     "--kind",
-    type=click.Choice(["exclusive", "shared", "serial"]),
-    help="One consumer in order; many round robin; many in strict order. "
+    type=click.Choice(["exclusive", "shared", "serial", "keyed"]),
+    help="One consumer in order; many round robin; many in strict order; many, in order "
+    "per key (the events' keys), keys in parallel. "
     "[default: the existing durable's kind, else exclusive]",
 )
 @click.option("--filter", "selector", metavar="F", help="e.g. \"region = 'eu' AND qty > 5\".")

@@ -1,4 +1,4 @@
-"""durables: durable, shared and serial subscriptions on Redis Streams."""
+"""durables: durable, shared, serial and keyed subscriptions on Redis Streams."""
 
 from __future__ import annotations
 
@@ -39,6 +39,7 @@ from .errors import (
     deprecated,
 )
 from .events import Event, Message
+from .key_hash import key_hash
 from .options import ConsumerOptions, SessionOptions, SubscriptionOptions
 from .records import HousekeepReport, Nack, SessionInfo
 from .session import ALL_KEYS, Session
@@ -65,6 +66,7 @@ __all__ = [
     "Durable",
     "DurableInfo",
     "Kind",
+    "key_hash",
     "Subscription",
     "SubscriptionOptions",
     # durable client sessions

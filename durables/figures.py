@@ -16,13 +16,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .attachments import ConsumerFigures, attached, scores
+from .attachments import ConsumerFigures, KeyFigures, attached, key_figures, scores
 from .channel import ChannelCore, channel_infos
 from .errors import ChannelNotFoundError, DurableNotFoundError
 from .ids import key as id_key
 from .keys import session_group
 from .ops import channels as channel_ops
-from .ops.base import Op, command, same
+from .ops.base import Op, command, same, script
 from .ops.durables import Planned, count_matching, planned_after
 from .ops.flows import Flow, run, send
 from .records import ChannelInfo, DurableInfo, SessionRecord
@@ -64,6 +64,8 @@ class DurableFigures:
     lapsed, or inherited by a new exclusive holder): a counter the scripts keep."""
     """The attached consumers with their host, pid, window, held events, last seen and
     lease left."""
+    keys: KeyFigures | None = None
+    """Keyed durables: keys out per consumer, moving to a new owner, handed back."""
 
 
 @dataclass(frozen=True)
@@ -192,7 +194,7 @@ def _channel(
         if group is not None:  # else deleted meanwhile
             present.append((d, group, *replies[4 + PER_DURABLE * n : 4 + PER_DURABLE * (n + 1)]))
     positions = [planned_after(p[5], text(p[1]["last-delivered-id"])) for p in present]
-    reads = [
+    reads: list[Op[Any]] = [
         _first_after(k, planned.last or text(p[1]["last-delivered-id"]))
         for p, planned in zip(present, positions, strict=True)
     ]
@@ -201,8 +203,16 @@ def _channel(
     reads += [
         command("XPENDING", k.stream, text(g["name"]), parse=same, tolerate=_GONE) for g in sessions
     ]
+    keyed = [p[0].name for p in present if p[0].kind == "keyed"]
+    reads += [  # who holds each event out: a keyed durable holds one per key at most
+        script("key_holders", [k.stream, k.holds(name)], [name, KEYED_PENDING_READ],
+               parse=_pairs, context=f"keys of {name!r}")
+        for name in keyed
+    ]  # fmt: skip
     replies = (yield from send(reads)) if reads else []
     firsts = replies[: len(present)]
+    n = len(sessions)
+    pendings = dict(zip(keyed, replies[len(present) + 2 * n :], strict=True))
     durables, added = [], int(stream.get("entries-added") or 0)
     holders: list[tuple[tuple[int, int], str]] = []
     for (
@@ -221,6 +231,9 @@ def _channel(
         oldest_id = _oldest_id(pending, planned, first)
         if oldest_id is not None:
             holders.append((id_key(oldest_id), f"durable {d.name}"))
+        keys = None
+        if d.name in pendings:
+            keys = key_figures(pendings[d.name], list(d.consumers))
         durables.append(
             DurableFigures(
                 d,
@@ -232,13 +245,13 @@ def _channel(
                 _delivered(group, added),
                 int(redelivered),
                 int(dead.get("entries-added") or 0),
-                attached(d, windows, found_consumers, alive, lease_ms, now_ms),
+                attached(d, windows, found_consumers, alive, lease_ms, now_ms, keys),
                 again,
+                keys,
             )
         )
-    n = len(sessions)
     tail = replies[len(present) :]
-    for g, first, pending in zip(sessions, tail[:n], tail[n:], strict=True):
+    for g, first, pending in zip(sessions, tail[:n], tail[n : 2 * n], strict=True):
         oldest_id = _oldest_id(pending, None, first)
         if oldest_id is not None:
             holders.append((id_key(oldest_id), f"session {text(g['name'])[len(SESSION_GROUP) :]}"))
@@ -251,6 +264,9 @@ def _channel(
 
 PER_DURABLE = 9
 """Replies read per durable in a channel's first round trip."""
+KEYED_PENDING_READ = 10_000
+"""A keyed durable's pending entries read to see who holds which key: its windows and
+the events waiting in its pool (a hot key's look-ahead holds up to 1,000 more)."""
 
 
 SESSION_GROUP = session_group("")
@@ -318,6 +334,12 @@ def _int_or_zero(reply: Any) -> int:
 
 def _int_or_none(reply: Any) -> int | None:
     return int(reply) if isinstance(reply, int) else None
+
+
+def _pairs(reply: Any) -> dict[str, str]:
+    """A flat list key, value, ... as a dict."""
+    items = [text(item) for item in reply or ()]
+    return dict(zip(items[::2], items[1::2], strict=True))
 
 
 def _windows(reply: Any) -> dict[str, int]:

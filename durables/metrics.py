@@ -168,7 +168,42 @@ def _durables(figures: Figures) -> list[GaugeMetricFamily | CounterMetricFamily]
                 found = count(d)
                 if found is not None:
                     counters[n].add_metric(labels, found)
-    return [*gauges.values(), *counters.values()]
+    return [*gauges.values(), *counters.values(), *_keys(figures)]
+
+
+def _keys(figures: Figures) -> list[GaugeMetricFamily]:
+    """Keyed durables: keys out per consumer (by the name its application gave it, which
+    stays bounded where ids do not), and keys moving or waiting to be dealt again."""
+    per_consumer = _gauge(
+        "durable_consumer_keys",
+        "Keyed durables: keys with an event out with the consumers of this name.",
+        [*DURABLE, "consumer"],
+    )
+    moving = _gauge(
+        "durable_keys_moving",
+        "Keyed durables: keys out with a consumer that no longer owns them; each moves to "
+        "its new owner once that event is acknowledged.",
+        DURABLE,
+    )
+    waiting = _gauge(
+        "durable_keys_waiting",
+        "Keyed durables: keys whose event out was handed back (rolled back, or its holder "
+        "left): it is dealt again before the key's later events.",
+        DURABLE,
+    )
+    for c in figures.channels:
+        for d in c.durables:
+            if d.keys is None:
+                continue
+            labels = [c.info.name, d.info.name]
+            by_name: dict[str, int] = {}
+            for consumer in d.consumers:
+                by_name[consumer.name] = by_name.get(consumer.name, 0) + (consumer.keys or 0)
+            for name, count in sorted(by_name.items()):
+                per_consumer.add_metric([*labels, name], count)
+            moving.add_metric(labels, d.keys.moving)
+            waiting.add_metric(labels, d.keys.waiting)
+    return [per_consumer, moving, waiting]
 
 
 def _sessions(figures: Figures, per_session: bool) -> list[GaugeMetricFamily]:

@@ -58,6 +58,7 @@ NAMES = (
     "leave_session",
     "save_record",
     "add_members",
+    "key_holders",
 )
 
 

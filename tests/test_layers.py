@@ -35,6 +35,7 @@ LAYERS: dict[str, int] = {
     "ids": 1, "names": 1, "keys": 1, "settings": 1, "cache": 1, "records": 1, "urls": 1,
     "producers": 1, "events": 1, "reply_parsers": 1, "first_contact": 1, "scripts": 1,
     "server_health": 1, "permissions": 1, "verdicts": 1, "attachments": 1, "options": 1,
+    "key_hash": 1,
     "selector": 1, "selector.lexer": 1, "selector.tree": 1, "selector.parser": 1,
     "server": 1, "server.config": 1, "server.processes": 1, "server.embedded": 1,
     "io.routing": 1,

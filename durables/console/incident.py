@@ -110,11 +110,13 @@ def consumers(f_durables: Sequence[DurableFigures]) -> str:
                 esc(d.info.name), esc(c.name), esc(c.host or NONE),
                 esc(c.pid if c.pid is not None else NONE),
                 esc(c.window if c.window is not None else NONE), str(c.held),
+                esc(c.keys if c.keys is not None else NONE),
                 NONE if c.last_seen_s is None else f"{c.last_seen_s:.1f} s ago",
                 NONE if c.lease_left_s is None else f"{c.lease_left_s:.1f} s",
             ]  # fmt: skip
             rows.append("<tr>" + "".join(f"<td>{cell}</td>" for cell in cells) + "</tr>")
-    columns = ["durable", "consumer", "host", "pid", "window", "held", "last seen", "lease left"]
+    columns = ["durable", "consumer", "host", "pid", "window", "held", "keys", "last seen",
+               "lease left"]  # fmt: skip
     return "<h2>Consumers</h2>" + table(
         columns, rows, id_="consumers", empty="no consumer attached"
     )

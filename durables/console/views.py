@@ -191,6 +191,10 @@ def _durable_row(channel_name: str, d: DurableFigures, admin: bool) -> str:
         consumers = f"held by {i.consumers[0]}" if i.consumers else "no holder"
     else:
         consumers = ", ".join(f"{n} (window {w})" for n, w in d.windows.items()) or "none"
+    if d.keys is not None:  # keyed: where its keys are
+        consumers += "; " + ", ".join(f"{c.name}: {c.keys} keys" for c in d.consumers)
+        if d.keys.moving or d.keys.waiting:
+            consumers += f"; {d.keys.moving} moving, {d.keys.waiting} handed back"
     letters = str(d.dead_letters)
     browse = urlencode({"channel": channel_name, "durable": i.name})
     if d.dead_letters:
