@@ -395,3 +395,16 @@ def test_housekeeping_hands_back_the_events_of_a_dead_consumer_nobody_else_fetch
     client.housekeep()
     assert dur.transaction_depth() == 0 and dur.depth() == 5
     assert dur.info().consumers == ()
+
+
+@pytest.mark.parametrize("kind", ["shared", "serial", "keyed", "exclusive"])
+def test_closing_a_consumer_whose_durable_was_deleted_is_quiet(
+    channel: durables.Channel, kind: durables.Kind
+) -> None:
+    """Nothing is left to give back to: closing says nothing (it raised
+    DurableNotFoundError on the many-consumer kinds)."""
+    consumer = channel.durable("work", kind=kind).consumer("c")
+    channel.publish("e1", key="k")
+    assert [e.text for e in consumer.fetch(timeout=2)] == ["e1"]
+    channel.delete()
+    consumer.close()

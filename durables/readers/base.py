@@ -25,7 +25,7 @@ from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
-from ..errors import ConnectionLostError, LeaseLostError
+from ..errors import ConnectionLostError, DurableNotFoundError, LeaseLostError
 from ..io.leases import LeaseHolder
 from ..ops.channels import wait_replicas
 from ..ops.flows import Flow, recover, send
@@ -181,10 +181,11 @@ class Reader(LeaseHolder, ABC, Generic[C]):
     def _giving_up(self, ops: Sequence[Op[Any]]) -> Flow[None]:
         """Send what gives up the lease, once: a lease already lost leaves nothing to give
         up, and with the server away (or the slot moving past the retries) closing does not
-        fail: the lease lapses by itself and the events held come again, flagged."""
+        fail: the lease lapses by itself and the events held come again, flagged. A durable
+        deleted meanwhile (or its channel) has nothing left to give back to."""
         try:
             yield from send(ops, retry=False)
-        except LeaseLostError:
+        except (LeaseLostError, DurableNotFoundError):
             pass
         except ConnectionLostError as exc:
             log.warning("closing: %s; the lease was not given up, it lapses by itself", exc)
