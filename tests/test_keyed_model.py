@@ -95,7 +95,7 @@ class KeyedMachine(RuleBasedStateMachine):
         self._fetch(name)
         consumer = self.consumers.pop(name)
         member = consumer.reader.id  # type: ignore[attr-defined]
-        self.client.ctx.runtime.heartbeat.remove(member)  # type: ignore[attr-defined]
+        self.client.ctx.runtime.heartbeat.remove(member)
         alive = self.channel.keys.alive("d")
         raw(self.client.redis, "ZADD", alive, "XX", 0, member)
         self.killed.append(consumer)
