@@ -65,9 +65,13 @@ def xadd_batches(r: redis.Redis, sizes: list[int]) -> int:
     return sum(sizes)
 
 
-def message() -> durables.Message:
-    """One event as a durables user publishes it."""
-    return durables.Message(PAYLOAD, properties=PROPERTIES)
+KEYS = 1_000
+"""Distinct event keys in the keyed scenarios: orders, say, each with a few events."""
+
+
+def message(key: str | None = None) -> durables.Message:
+    """One event as a durables user publishes it (with `key` on a keyed durable's channel)."""
+    return durables.Message(PAYLOAD, key=key, properties=PROPERTIES)
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """The fixed-rate producer of the latency scenarios, run as its own process:
 
-    python -m durables_bench.producer {durables|raw|peer} URL RATE COUNT
+    python -m durables_bench.producer {durables|durables-keyed|raw|peer} URL RATE COUNT
 
 It publishes COUNT events at RATE per second, each payload starting with its send
 time (`time.monotonic_ns()`, system-wide on Linux, so the consuming process can
@@ -13,6 +13,7 @@ prints `{"sent": N, "calls": C, "seconds": S}` on stdout.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import sys
 import time
@@ -22,7 +23,7 @@ import redis
 
 import durables
 
-from .env import NAMESPACE, PAYLOAD, PROPERTIES, RAW_FIELDS, RAW_STREAM
+from .env import KEYS, NAMESPACE, PAYLOAD, PROPERTIES, RAW_FIELDS, RAW_STREAM
 from .peer import publish_one
 from .workers import Pacer
 
@@ -67,17 +68,23 @@ def paced(rate: float, count: int, send: Callable[[int], object]) -> Stats:
     return stats
 
 
-def produce_durables(url: str, rate: float, count: int) -> Stats:
+def produce_durables(url: str, rate: float, count: int, keyed: bool = False) -> Stats:
+    """`keyed`: each event with one of `KEYS` keys in turn (a keyed durable's channel)."""
     with durables.connect(url, namespace=NAMESPACE) as client:
         channel = client.channel(LATENCY_CHANNEL)
+        turn = itertools.count()
+
+        def key() -> str | None:
+            return f"k{next(turn) % KEYS}" if keyed else None
 
         def send(n: int) -> None:
             if n == 1:
-                channel.publish(stamped(), properties=PROPERTIES)
+                channel.publish(stamped(), key=key(), properties=PROPERTIES)
             else:
                 channel.publish_many(
-                    [durables.Message(stamped(), properties=PROPERTIES) for _ in range(n)]
-                )
+                    [durables.Message(stamped(), key=key(), properties=PROPERTIES)
+                     for _ in range(n)]
+                )  # fmt: skip
 
         return paced(rate, count, send)
 
@@ -118,12 +125,12 @@ async def produce_peer(url: str, rate: float, count: int) -> Stats:
 
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
-    if len(args) != 4 or args[0] not in ("durables", "raw", "peer"):
+    if len(args) != 4 or args[0] not in ("durables", "durables-keyed", "raw", "peer"):
         print(__doc__, file=sys.stderr)
         return 2
     variant, url, rate, count = args[0], args[1], float(args[2]), int(args[3])
-    if variant == "durables":
-        stats = produce_durables(url, rate, count)
+    if variant.startswith("durables"):
+        stats = produce_durables(url, rate, count, keyed=variant == "durables-keyed")
     elif variant == "raw":
         stats = produce_raw(url, rate, count)
     else:

@@ -15,6 +15,7 @@ from .fanout import Fanout
 from .fetch_cost import FetchCost
 from .footprint import Memory
 from .guarantees import IdempotenceCost, ReplicatedRead
+from .in_order import ConsumeInOrder
 from .latency import Latency
 from .publish import PublishBatch, PublishSingle
 from .replay import SessionReplay
@@ -32,10 +33,13 @@ SCENARIOS: list[Scenario] = [
     Consume("exclusive", consumers=1),
     Consume("shared", consumers=4),
     Consume("serial", consumers=2),
+    ConsumeInOrder(consumers=2),
+    Consume("keyed", consumers=4),
     Fanout((1, 10, 100)),
     Latency("exclusive", consumers=1),
     Latency("shared", consumers=4),
     Latency("serial", consumers=2),
+    Latency("keyed", consumers=4),
     Memory(),
     FetchCost(),
     SessionReplay(),
