@@ -46,8 +46,9 @@ in one slot and every Lua script runs unchanged on Redis Cluster:
     <ns>:{<ch>}:dead:<durable>        stream: dead letters (events past max_deliveries)
     <ns>:{<ch>}:tally:<durable>       hash: counters the scripts keep for the metrics
                                       ('redelivered': events handed out again)
-    <ns>:{<ch>}:holds:<durable>       hash: event key -> id of the key's event out (keyed
-                                      durables: the key's next event waits until it is acked)
+    <ns>:{<ch>}:holds:<durable>       hash: 'k:<key>' -> id of the key's event out (keyed
+                                      durables: the key's next event waits until it is
+                                      acked), 'i:<id>' -> key of an event dealt or waiting
     <ns>:{<ch>}:nacks                 stream: ack-required events a session did not acknowledge
     <ns>:{<ch>}:unsent                zset: '<session id> <event id>' of ack-required events whose
                                       timeout passed before the session read them (nacked by

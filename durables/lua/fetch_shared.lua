@@ -28,7 +28,7 @@
 -- KEYS[13] the durable's waits hash (lib/settle.lua)
 -- KEYS[14] the caller's door (shared: opened when it may join the waiters, lib/settle.lua)
 -- KEYS[15] the durable's tally (counters for the metrics: 'redelivered')
--- KEYS[16] the durable's holds (keyed: key -> the id of its event out, lib/keyed.lua)
+-- KEYS[16] the durable's holds (keyed: which event of each key is out, lib/keyed.lua)
 -- ARGV[1]  durable name (the group)
 -- ARGV[2]  the calling consumer's id
 -- ARGV[3]  lease length in milliseconds
@@ -89,6 +89,9 @@ if not raw_spec then
 end
 local spec = cjson.decode(raw_spec)
 local store = store_filter(d)
+if spec['kind'] == 'keyed' and #ARGV >= 7 then
+  keyed_acked(d, {unpack(ARGV, 7)})  -- their keys are free for their next events
+end
 
 reap(d, now)  -- lapsed consumers' events and due rollbacks go back first in line
 local order, room, total, busy, filters, held = rooms(d)

@@ -1,7 +1,7 @@
 #!lua
 -- Who holds each key of a keyed durable now, for the operator's figures (read only).
 -- KEYS[1]  the channel's stream
--- KEYS[2]  the durable's holds (key -> the id of its event out, lib/keyed.lua)
+-- KEYS[2]  the durable's holds ('k:<key>' -> the id of its event out, lib/keyed.lua)
 -- ARGV[1]  durable name (the group)
 -- ARGV[2]  the most pending entries to look at
 -- Returns  a flat list key, consumer, ... of the keys whose event is still pending (the
@@ -14,9 +14,9 @@ end
 local found = {}
 local flat = redis.call('HGETALL', KEYS[2])
 for i = 1, #flat, 2 do
-  local consumer = holder[flat[i + 1]]
+  local consumer = string.sub(flat[i], 1, 2) == 'k:' and holder[flat[i + 1]]
   if consumer then
-    found[#found + 1] = flat[i]
+    found[#found + 1] = string.sub(flat[i], 3)
     found[#found + 1] = consumer
   end
 end

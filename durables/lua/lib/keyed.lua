@@ -4,18 +4,25 @@
 --   * A key's owner is the attached consumer that scores highest for it (rendezvous
 --     hashing, the same function as durables/key_hash.py): a join takes about 1/n of the
 --     keys, a leave gives up only the leaver's.
---   * One event of a key is out at a time: d.holds names it (key -> event id), and the
---     key's next event is dealt only once that one is no longer pending: acknowledged or
---     dead-lettered. An event handed back (rolled back, or its holder detached) stays
---     pending under the pool, so it holds its key until it is dealt again, first: a key
---     is never reordered, never held by two consumers, and moves to a new owner only
---     between two of its events (the draining of Pulsar's Key_Shared, PIP-379).
+--   * One event of a key is out at a time, and the key's next event is dealt only once
+--     that one is no longer pending: acknowledged or dead-lettered. An event handed back
+--     (rolled back, or its holder detached) stays pending under the pool, so it holds its
+--     key until it is dealt again, first: a key is never reordered, never held by two
+--     consumers, and moves to a new owner only between two of its events (the draining of
+--     Pulsar's Key_Shared, PIP-379).
 --   * Events without a key are dealt as a shared durable deals them, round robin.
--- Waiting events (the redo list: handed back, or new ones whose key was busy) are looked
--- at first, in order, then new ones; those that cannot go now join the end of the redo
--- list. At most KEYED_LOOKAHEAD wait there: past that, no new events are read until some
--- go (a hot key then holds back the rest, as Key_Shared's look-ahead limit does).
--- `d` as in members.lua and deal.lua, with also d.holds (hash: key -> event id out).
+-- Waiting events (the redo list: handed back, or ones whose key was busy) are looked at
+-- first, in order, then new ones; those that cannot go now join the end of the redo list.
+-- At most KEYED_LOOKAHEAD wait there: past that, no new events are read until some go (a
+-- hot key then holds back the rest, as Key_Shared's look-ahead limit does).
+--
+-- d.holds is one hash with two kinds of field:
+--   'k:<key>' -> the id of the key's event out (set when dealt);
+--   'i:<id>'  -> the key of an event dealt or waiting (so neither an acknowledgement nor
+--                a look at the redo list reads the event itself).
+-- Acknowledgements through the dispatcher clear both (keyed_acked); one made elsewhere
+-- (an ack sent on its own, a dead letter) is found when the key's next event is looked
+-- at: its 'k:' names an event no longer pending, and the key is free.
 local KEYED_LOOKAHEAD = 1000
 local KEY_PRIME = 67108859  -- below 2^26: squares stay exact in a double
 
@@ -60,100 +67,162 @@ local function key_owner(stream, order, hashes, filters, hashed, id)
   return best
 end
 
--- True if event `out` is still pending: its key is held.
-local function still_out(d, out)
-  return #redis.call('XPENDING', d.stream, d.group, out, out, 1) > 0
+-- HMGET of `prefix .. name` for each name (none: an empty table).
+local function prefixed(hash, prefix, names)
+  if #names == 0 then
+    return {}
+  end
+  local fields = {}
+  for i, name in ipairs(names) do
+    fields[i] = prefix .. name
+  end
+  return redis.call('HMGET', hash, unpack(fields))
+end
+
+-- Acknowledged events no longer hold their keys (the ids the dispatcher acknowledged).
+local function keyed_acked(d, ids)
+  local keys = prefixed(d.holds, 'i:', ids)
+  local known, gone = {}, {}
+  for i, key in ipairs(keys) do
+    if key then
+      known[#known + 1] = key
+      gone[#gone + 1] = 'i:' .. ids[i]
+    end
+  end
+  if #known == 0 then
+    return
+  end
+  local outs = prefixed(d.holds, 'k:', known)
+  local acked = {}
+  for _, id in ipairs(ids) do
+    acked[id] = true
+  end
+  for i, key in ipairs(known) do
+    if outs[i] and acked[outs[i]] then
+      gone[#gone + 1] = 'k:' .. key
+    end
+  end
+  redis.call('HDEL', d.holds, unpack(gone))
 end
 
 -- Deal waiting and new events by key (above) into the members' room. Returns whether
 -- others than `me` got any, and how many events were dead-lettered.
 local function deal_keyed(d, me, spec, store, order, room, filters, taps, total)
-  if #order == 0 then
+  if #order == 0 or total <= 0 then
     return false, 0
   end
   local hashes = {}
   for _, consumer in ipairs(order) do
     hashes[consumer] = key_hash(consumer)
   end
-  local dealt, busy, at, buried = {}, {}, 1, 0
   local limit = tonumber(spec['max_deliveries'])
+  local buried = 0
 
-  -- Deal one event if it may go now: true if it went.
-  local function place(id, fields)
-    if total <= 0 then
-      return false
-    end
-    local key = key_of(fields)
-    local to
-    if key == nil then
-      local i = taker(d.stream, order, room, filters, at, id)
-      if i == nil then
-        return false
-      end
-      at, to = i % #order + 1, order[i]
-    else
-      if busy[key] then
-        return false
-      end
-      local out = redis.call('HGET', d.holds, key)
-      if out and out ~= id and still_out(d, out) then
-        busy[key] = true
-        return false
-      end
-      to = key_owner(d.stream, order, hashes, filters, key_hash(key), id)
-      if to == nil or room[to] <= 0 then
-        busy[key] = true  -- its later events wait behind it
-        return false
-      end
-      redis.call('HSET', d.holds, key, id)
-    end
-    dealt[to] = dealt[to] or {}
-    table.insert(dealt[to], id)
-    room[to], total = room[to] - 1, total - 1
-    return true
-  end
-
+  -- The candidates, in order: waiting ones, then new ones. cand_id[i], cand_key[i] (false:
+  -- no key), and whether it waited.
+  local cand_id, cand_key, waited = {}, {}, {}
   local waiting = redis.call('LRANGE', d.redo, 0, KEYED_LOOKAHEAD - 1)
-  local kept, changed = {}, false
-  for _, id in ipairs(waiting) do
+  local waiting_keys = prefixed(d.holds, 'i:', waiting)
+  local dropped = false  -- some waiting events were dead-lettered
+  for i, id in ipairs(waiting) do
     if bury(d, limit, id) then
-      buried, changed = buried + 1, true
+      buried, dropped = buried + 1, true
     else
-      local entry = redis.call('XRANGE', d.stream, id, id)
-      if place(id, entry[1] and entry[1][2] or {}) then
-        changed = true
-      else
-        kept[#kept + 1] = id
+      local key = waiting_keys[i]
+      if not key then  -- not known here (a keyless event, or one trimmed): read it
+        local entry = redis.call('XRANGE', d.stream, id, id)
+        key = entry[1] and key_of(entry[1][2]) or false
       end
+      cand_id[#cand_id + 1], cand_key[#cand_id + 1], waited[#cand_id + 1] = id, key, true
     end
   end
-  if changed then
-    redis.call('LTRIM', d.redo, #waiting, -1)
-    push_front(d.redo, kept)
-  end
-  -- New events, while there is room and the look-ahead is not full.
-  local durable_tree, store_tree = filter_tree(spec['ast']), filter_tree(store['ast'])
-  local later = {}
-  while total > 0 and #kept + #later < KEYED_LOOKAHEAD
-      and #waiting < KEYED_LOOKAHEAD do
+  if total > 0 and #waiting < KEYED_LOOKAHEAD then
     local got = redis.call('XREADGROUP', 'GROUP', d.group, POOL, 'COUNT',
-      math.min(total, KEYED_LOOKAHEAD - #kept - #later), 'STREAMS', d.stream, '>')
-    if not got then
-      break
-    end
+      math.min(total, KEYED_LOOKAHEAD - #waiting), 'STREAMS', d.stream, '>')
+    local durable_tree, store_tree = filter_tree(spec['ast']), filter_tree(store['ast'])
     local skipped = {}
-    for _, entry in ipairs(got[1][2]) do
+    for _, entry in ipairs(got and got[1][2] or {}) do
       local id = entry[1]
       fields_of[id] = entry[2]
-      if not (wanted(d.stream, durable_tree, id) and wanted(d.stream, store_tree, id)) then
+      if wanted(d.stream, durable_tree, id) and wanted(d.stream, store_tree, id) then
+        cand_id[#cand_id + 1], cand_key[#cand_id + 1] = id, key_of(entry[2]) or false
+      else
         skipped[#skipped + 1] = id
-      elseif not place(id, entry[2]) then
-        later[#later + 1] = id
       end
     end
     if #skipped > 0 then
       redis.call('XACK', d.stream, d.group, unpack(skipped))
     end
+  end
+
+  -- Which keys have an event out now.
+  local names, seen = {}, {}
+  for _, key in ipairs(cand_key) do
+    if key and not seen[key] then
+      seen[key] = true
+      names[#names + 1] = key
+    end
+  end
+  local outs = {}
+  for i, out in ipairs(prefixed(d.holds, 'k:', names)) do
+    outs[names[i]] = out or nil
+  end
+
+  local dealt, busy, at, sets, unset = {}, {}, 1, {}, {}
+  local kept, later = {}, {}
+  for i, id in ipairs(cand_id) do
+    local key, to = cand_key[i], nil
+    if total > 0 and not key then
+      local n = taker(d.stream, order, room, filters, at, id)
+      if n then
+        at, to = n % #order + 1, order[n]
+      end
+    elseif total > 0 and not busy[key] then
+      local out = outs[key]
+      if out and out ~= id then
+        if #redis.call('XPENDING', d.stream, d.group, out, out, 1) > 0 then
+          busy[key] = true  -- its event is out: the later ones wait behind it
+        else  -- acknowledged outside the dispatcher: the key is free
+          unset[#unset + 1], unset[#unset + 2] = 'k:' .. key, 'i:' .. out
+        end
+      end
+      if not busy[key] then
+        local owner = key_owner(d.stream, order, hashes, filters, key_hash(key), id)
+        if owner and room[owner] > 0 then
+          to = owner
+          sets[#sets + 1], sets[#sets + 2] = 'k:' .. key, id
+        end
+        busy[key] = true  -- dealt now, or its owner is full: either way the rest wait
+      end
+    end
+    if to then
+      dealt[to] = dealt[to] or {}
+      table.insert(dealt[to], id)
+      room[to], total = room[to] - 1, total - 1
+      if key then
+        sets[#sets + 1], sets[#sets + 2] = 'i:' .. id, key
+      end
+    else
+      if waited[i] then
+        kept[#kept + 1] = id
+      else
+        later[#later + 1] = id
+        if key then
+          sets[#sets + 1], sets[#sets + 2] = 'i:' .. id, key
+        end
+      end
+    end
+  end
+
+  if #unset > 0 then
+    redis.call('HDEL', d.holds, unpack(unset))
+  end
+  for i = 1, #sets, 1000 do
+    redis.call('HSET', d.holds, unpack(sets, i, math.min(i + 999, #sets)))
+  end
+  if dropped or #kept < #waiting then
+    redis.call('LTRIM', d.redo, #waiting, -1)
+    push_front(d.redo, kept)
   end
   for i = 1, #later, 1000 do
     redis.call('RPUSH', d.redo, unpack(later, i, math.min(i + 999, #later)))
