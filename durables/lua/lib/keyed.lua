@@ -116,36 +116,102 @@ local function deal_keyed(d, me, spec, store, order, room, filters, taps, total)
     hashes[consumer] = key_hash(consumer)
   end
   local limit = tonumber(spec['max_deliveries'])
-  local buried = 0
+  local buried, at = 0, 1
+  local dealt, busy, owners, outs, sets, unset = {}, {}, {}, {}, {}, {}
 
-  -- The candidates, in order: waiting ones, then new ones. cand_id[i], cand_key[i] (false:
-  -- no key), and whether it waited.
-  local cand_id, cand_key, waited = {}, {}, {}
-  local waiting = redis.call('LRANGE', d.redo, 0, KEYED_LOOKAHEAD - 1)
-  local waiting_keys = prefixed(d.holds, 'i:', waiting)
-  local dropped = false  -- some waiting events were dead-lettered
-  for i, id in ipairs(waiting) do
-    if bury(d, limit, id) then
-      buried, dropped = buried + 1, true
-    else
-      local key = waiting_keys[i]
-      if not key then  -- not known here (a keyless event, or one trimmed): read it
-        local entry = redis.call('XRANGE', d.stream, id, id)
-        key = entry[1] and key_of(entry[1][2]) or false
+  -- Which keys of `keys` (false: none) have an event out, into `outs` (one HMGET).
+  local function look_up(keys)
+    local names, seen = {}, {}
+    for _, key in ipairs(keys) do
+      if key and outs[key] == nil and not seen[key] then
+        seen[key] = true
+        names[#names + 1] = key
       end
-      cand_id[#cand_id + 1], cand_key[#cand_id + 1], waited[#cand_id + 1] = id, key, true
+    end
+    for i, out in ipairs(prefixed(d.holds, 'k:', names)) do
+      outs[names[i]] = out or false
     end
   end
+
+  -- Deal event `id` of `key` (false: none) now if it may go: true if it went.
+  local function place(id, key)
+    if total <= 0 then
+      return false
+    end
+    local to
+    if not key then
+      local n = taker(d.stream, order, room, filters, at, id)
+      if not n then
+        return false
+      end
+      at, to = n % #order + 1, order[n]
+    else
+      if busy[key] then
+        return false
+      end
+      busy[key] = true  -- dealt now, or it waits: either way its later events wait
+      local out = outs[key]
+      if out and out ~= id then
+        if #redis.call('XPENDING', d.stream, d.group, out, out, 1) > 0 then
+          return false  -- its event is out
+        end
+        unset[#unset + 1], unset[#unset + 2] = 'k:' .. key, 'i:' .. out  -- acked elsewhere
+      end
+      to = owners[key]
+      if to == nil then
+        to = key_owner(d.stream, order, hashes, filters, key_hash(key), id) or false
+        owners[key] = to
+      end
+      if not to or room[to] <= 0 then
+        return false
+      end
+      sets[#sets + 1], sets[#sets + 2] = 'k:' .. key, id
+      sets[#sets + 1], sets[#sets + 2] = 'i:' .. id, key
+    end
+    dealt[to] = dealt[to] or {}
+    table.insert(dealt[to], id)
+    room[to], total = room[to] - 1, total - 1
+    return true
+  end
+
+  -- The waiting events first, in order.
+  local waiting = redis.call('LRANGE', d.redo, 0, KEYED_LOOKAHEAD - 1)
+  local waiting_keys = prefixed(d.holds, 'i:', waiting)
+  for i, id in ipairs(waiting) do
+    if not waiting_keys[i] then  -- not known here (a keyless event, or one trimmed): read it
+      local entry = redis.call('XRANGE', d.stream, id, id)
+      waiting_keys[i] = entry[1] and key_of(entry[1][2]) or false
+    end
+  end
+  look_up(waiting_keys)
+  -- Only the head of the list up to the last event that went is written again.
+  local kept, gone, kept_before = {}, 0, 0
+  for i, id in ipairs(waiting) do
+    if limit and bury(d, limit, id) then
+      buried, gone, kept_before = buried + 1, i, #kept
+    elseif place(id, waiting_keys[i]) then
+      gone, kept_before = i, #kept
+    else
+      kept[#kept + 1] = id
+    end
+  end
+  if gone > 0 then
+    redis.call('LTRIM', d.redo, gone, -1)
+    push_front(d.redo, {unpack(kept, 1, kept_before)})
+  end
+
+  -- Then new events, as many as there is room left, while the look-ahead is not full.
+  local later = {}
   if total > 0 and #waiting < KEYED_LOOKAHEAD then
     local got = redis.call('XREADGROUP', 'GROUP', d.group, POOL, 'COUNT',
-      math.min(total, KEYED_LOOKAHEAD - #waiting), 'STREAMS', d.stream, '>')
+      math.min(total, KEYED_LOOKAHEAD - #kept), 'STREAMS', d.stream, '>')
     local durable_tree, store_tree = filter_tree(spec['ast']), filter_tree(store['ast'])
-    local skipped = {}
+    local ids, keys, skipped = {}, {}, {}
     for _, entry in ipairs(got and got[1][2] or {}) do
       local id = entry[1]
       fields_of[id] = entry[2]
       if wanted(d.stream, durable_tree, id) and wanted(d.stream, store_tree, id) then
-        cand_id[#cand_id + 1], cand_key[#cand_id + 1] = id, key_of(entry[2]) or false
+        ids[#ids + 1], keys[#ids + 1] = id, key_of(entry[2]) or false
       else
         skipped[#skipped + 1] = id
       end
@@ -153,62 +219,12 @@ local function deal_keyed(d, me, spec, store, order, room, filters, taps, total)
     if #skipped > 0 then
       redis.call('XACK', d.stream, d.group, unpack(skipped))
     end
-  end
-
-  -- Which keys have an event out now.
-  local names, seen = {}, {}
-  for _, key in ipairs(cand_key) do
-    if key and not seen[key] then
-      seen[key] = true
-      names[#names + 1] = key
-    end
-  end
-  local outs = {}
-  for i, out in ipairs(prefixed(d.holds, 'k:', names)) do
-    outs[names[i]] = out or nil
-  end
-
-  local dealt, busy, at, sets, unset = {}, {}, 1, {}, {}
-  local kept, later = {}, {}
-  for i, id in ipairs(cand_id) do
-    local key, to = cand_key[i], nil
-    if total > 0 and not key then
-      local n = taker(d.stream, order, room, filters, at, id)
-      if n then
-        at, to = n % #order + 1, order[n]
-      end
-    elseif total > 0 and not busy[key] then
-      local out = outs[key]
-      if out and out ~= id then
-        if #redis.call('XPENDING', d.stream, d.group, out, out, 1) > 0 then
-          busy[key] = true  -- its event is out: the later ones wait behind it
-        else  -- acknowledged outside the dispatcher: the key is free
-          unset[#unset + 1], unset[#unset + 2] = 'k:' .. key, 'i:' .. out
-        end
-      end
-      if not busy[key] then
-        local owner = key_owner(d.stream, order, hashes, filters, key_hash(key), id)
-        if owner and room[owner] > 0 then
-          to = owner
-          sets[#sets + 1], sets[#sets + 2] = 'k:' .. key, id
-        end
-        busy[key] = true  -- dealt now, or its owner is full: either way the rest wait
-      end
-    end
-    if to then
-      dealt[to] = dealt[to] or {}
-      table.insert(dealt[to], id)
-      room[to], total = room[to] - 1, total - 1
-      if key then
-        sets[#sets + 1], sets[#sets + 2] = 'i:' .. id, key
-      end
-    else
-      if waited[i] then
-        kept[#kept + 1] = id
-      else
+    look_up(keys)
+    for i, id in ipairs(ids) do
+      if not place(id, keys[i]) then
         later[#later + 1] = id
-        if key then
-          sets[#sets + 1], sets[#sets + 2] = 'i:' .. id, key
+        if keys[i] then
+          sets[#sets + 1], sets[#sets + 2] = 'i:' .. id, keys[i]
         end
       end
     end
@@ -219,10 +235,6 @@ local function deal_keyed(d, me, spec, store, order, room, filters, taps, total)
   end
   for i = 1, #sets, 1000 do
     redis.call('HSET', d.holds, unpack(sets, i, math.min(i + 999, #sets)))
-  end
-  if dropped or #kept < #waiting then
-    redis.call('LTRIM', d.redo, #waiting, -1)
-    push_front(d.redo, kept)
   end
   for i = 1, #later, 1000 do
     redis.call('RPUSH', d.redo, unpack(later, i, math.min(i + 999, #later)))
