@@ -57,6 +57,7 @@
 --@include dead_letters
 --@include deal
 --@include settle
+--@include holds
 --@include keyed
 local d = {
   stream = KEYS[1], members = KEYS[3], alive = KEYS[4], ring = KEYS[5], redo = KEYS[6],

@@ -1,6 +1,6 @@
--- Library (`--@include keyed`, after `pool`, `members`, `dead_letters` and `deal`): the
--- dealing of a keyed durable. Events of one key go to one consumer at a time, in publish
--- order; different keys go to different consumers in parallel.
+-- Library (`--@include keyed`, after `pool`, `members`, `dead_letters`, `deal` and
+-- `holds`): the dealing of a keyed durable. Events of one key go to one consumer at a
+-- time, in publish order; different keys go to different consumers in parallel.
 --   * A key's owner is the attached consumer that scores highest for it (rendezvous
 --     hashing, the same function as durables/key_hash.py): a join takes about 1/n of the
 --     keys, a leave gives up only the leaver's.
@@ -16,13 +16,7 @@
 -- At most KEYED_LOOKAHEAD wait there: past that, no new events are read until some go (a
 -- hot key then holds back the rest, as Key_Shared's look-ahead limit does).
 --
--- d.holds is one hash with two kinds of field:
---   'k:<key>' -> the id of the key's event out (set when dealt);
---   'i:<id>'  -> the key of an event dealt or waiting (so neither an acknowledgement nor
---                a look at the redo list reads the event itself).
--- Acknowledgements through the dispatcher clear both (keyed_acked); one made elsewhere
--- (an ack sent on its own, a dead letter) is found when the key's next event is looked
--- at: its 'k:' names an event no longer pending, and the key is free.
+-- `d` as in members.lua and deal.lua, with also d.holds (lib/holds.lua).
 local KEYED_LOOKAHEAD = 1000
 local KEY_PRIME = 67108859  -- below 2^26: squares stay exact in a double
 
@@ -65,44 +59,6 @@ local function key_owner(stream, order, hashes, filters, hashed, id)
     end
   end
   return best
-end
-
--- HMGET of `prefix .. name` for each name (none: an empty table).
-local function prefixed(hash, prefix, names)
-  if #names == 0 then
-    return {}
-  end
-  local fields = {}
-  for i, name in ipairs(names) do
-    fields[i] = prefix .. name
-  end
-  return redis.call('HMGET', hash, unpack(fields))
-end
-
--- Acknowledged events no longer hold their keys (the ids the dispatcher acknowledged).
-local function keyed_acked(d, ids)
-  local keys = prefixed(d.holds, 'i:', ids)
-  local known, gone = {}, {}
-  for i, key in ipairs(keys) do
-    if key then
-      known[#known + 1] = key
-      gone[#gone + 1] = 'i:' .. ids[i]
-    end
-  end
-  if #known == 0 then
-    return
-  end
-  local outs = prefixed(d.holds, 'k:', known)
-  local acked = {}
-  for _, id in ipairs(ids) do
-    acked[id] = true
-  end
-  for i, key in ipairs(known) do
-    if outs[i] and acked[outs[i]] then
-      gone[#gone + 1] = 'k:' .. key
-    end
-  end
-  redis.call('HDEL', d.holds, unpack(gone))
 end
 
 -- Deal waiting and new events by key (above) into the members' room. Returns whether

@@ -409,7 +409,9 @@ class SharedHandout:
         if self._counted:
             self._counted.difference_update(acks)
         keys: tuple[str, ...] = self._ack_keys
-        if self._rings(len(acks)):
+        if self.pooled:  # keyed: the keys acknowledged are free, maybe for another member
+            keys = (*keys, self._fetch_keys[8], self._fetch_keys[15])  # the bell, the holds
+        elif self._rings(len(acks)):
             keys = (*keys, self._fetch_keys[8])  # the bell
         return [script("ack_shared", keys, args,
                        parse=partial(_acks_made, self.context, len(acks)),
