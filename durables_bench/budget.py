@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import itertools
 import json
 import sys
 import tempfile
@@ -43,7 +44,7 @@ from .consume import (
     fill_raw,
     raw_readers,
 )
-from .env import RAW_STREAM, at_least_one
+from .env import KEYS, RAW_STREAM, at_least_one
 from .servers import ValkeyServer
 from .session_load import NEAR, SESSIONS
 from .workers import run_workers
@@ -288,7 +289,7 @@ def consume_raw(bench: Bench, n: int) -> Generator[Step, None, None]:
     yield step
 
 
-DRAIN_CONSUMERS: dict[durables.Kind, int] = {"shared": 4, "serial": 2}
+DRAIN_CONSUMERS: dict[durables.Kind, int] = {"shared": 4, "serial": 2, "keyed": 4}
 """Consumers of the drain paths: as many as the benchmark's consume scenarios have."""
 
 
@@ -301,7 +302,7 @@ def _drain(kind: durables.Kind) -> PathMaker:
         with _client(bench) as client:
             ch = client.channel("consume")
             dur = ch.durable("work", kind=kind)
-            fill_channel(ch, n)
+            fill_channel(ch, n, keyed=kind == "keyed")
             with consumers(dur, DRAIN_CONSUMERS[kind]) as opened:
                 steps = [durables_step(c) for c in opened]
                 yield lambda: run_workers(steps, n)
@@ -319,7 +320,12 @@ def _drain_raw(kind: durables.Kind) -> PathMaker:
     return path
 
 
-HANDOFF_CONSUMERS: dict[durables.Kind, int] = {"exclusive": 1, "shared": 4, "serial": 2}
+HANDOFF_CONSUMERS: dict[durables.Kind, int] = {
+    "exclusive": 1,
+    "shared": 4,
+    "serial": 2,
+    "keyed": 4,
+}
 """Consumers of the hand-off paths: as many as the benchmark's latency scenarios have."""
 HANDOFF_WAIT_S = 5.0
 
@@ -370,7 +376,12 @@ def _handoff(kind: durables.Kind) -> PathMaker:
             with consumers(dur, HANDOFF_CONSUMERS[kind]) as opened:
                 handoff.start([durables_step(c) for c in opened])
                 try:
-                    publish = functools.partial(ch.publish, b"x" * 100)
+                    turn = itertools.count()
+
+                    def publish() -> object:  # keyed: a key of KEYS in turn
+                        key = f"k{next(turn) % KEYS}" if kind == "keyed" else None
+                        return ch.publish(b"x" * 100, key=key)
+
                     handoff.step(publish)()  # warm: scripts loaded, all waiting
                     yield handoff.step(publish)
                 finally:
@@ -436,10 +447,12 @@ PATHS: dict[str, tuple[PathMaker, PathMaker]] = {
     "consume_serial": (_consume("serial"), consume_raw),
     "drain_shared": (_drain("shared"), _drain_raw("shared")),
     "drain_serial": (_drain("serial"), _drain_raw("serial")),
+    "drain_keyed": (_drain("keyed"), _drain_raw("keyed")),
     "session_replay": (session_replay, consume_raw),
     "handoff_exclusive": (_handoff("exclusive"), _handoff_raw("exclusive")),
     "handoff_shared": (_handoff("shared"), _handoff_raw("shared")),
     "handoff_serial": (_handoff("serial"), _handoff_raw("serial")),
+    "handoff_keyed": (_handoff("keyed"), _handoff_raw("keyed")),
 }
 ONE_AT_A_TIME = (
     "publish_single",
@@ -447,6 +460,7 @@ ONE_AT_A_TIME = (
     "handoff_exclusive",
     "handoff_shared",
     "handoff_serial",
+    "handoff_keyed",
 )
 """Paths of one event per round trip: they run a tenth of the events."""
 

@@ -165,6 +165,8 @@ def test_throughput_rows_show_durables_on_memory_too(rows: dict[str, dict[str, A
         "consume_exclusive",
         "consume_shared",
         "consume_serial",
+        "consume_serial_in_order",
+        "consume_keyed",
         "session_replay",
     ]
     for name in on_memory:
@@ -268,6 +270,8 @@ def test_only_picks_scenarios_by_name_glob_or_family() -> None:
         "consume_exclusive",
         "consume_shared",
         "consume_serial",
+        "consume_serial_in_order",
+        "consume_keyed",
     ]
     assert [s.name for s in select(["fanout_100"])] == ["fanout"]  # its rows come together
     assert [s.name for s in select(["memory_*"])] == ["memory"]
