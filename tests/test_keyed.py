@@ -255,10 +255,9 @@ CRASHER = textwrap.dedent(
 
 
 def test_a_consumer_killed_holding_events_gives_its_keys_back_first_flagged_then_in_order(
-    server_url: str, namespace: str, channel: durables.Channel, client_kind: str
+    server_url: str, namespace: str, channel: durables.Channel
 ) -> None:
-    if client_kind == "aio":
-        pytest.skip("the crashing process uses the sync client; the survivor is the test")
+    """The crashing process uses the sync client; the survivor is the test's client."""
     dur = channel.durable("orders", kind="keyed")
     published = publish_keys(channel, range(4), keys=10)
     with python_child(CRASHER, server_url, namespace) as proc:
@@ -278,6 +277,43 @@ def test_a_consumer_killed_holding_events_gives_its_keys_back_first_flagged_then
         assert (first.seq, first.redelivered) == (0, 1)  # the held one again, flagged
         assert [h.redelivered for h in later] == [0, 0, 0]
     assert all(h.redelivered == 0 for h in record.held if h.key >= "k5")
+
+
+def test_a_consumers_own_filter_takes_the_keys_it_accepts_in_order(
+    channel: durables.Channel,
+) -> None:
+    """A key goes to the highest-scoring consumer whose own filter takes its event: the
+    'us' keys all go to the one consumer whose filter takes them, whole and in order.
+    (As on a shared durable, the latest consumer's filter is also the durable's store
+    filter: it takes both regions here.)"""
+    dur = channel.durable("orders", kind="keyed")
+    with (
+        dur.consumer("eu", prefetch=20, auto_ack=True, filter="region = 'eu'") as eu,
+        dur.consumer(
+            "any", prefetch=20, auto_ack=True, filter="region = 'eu' OR region = 'us'"
+        ) as anyone,
+    ):
+        channel.publish_many(
+            [
+                durables.Message(f"{r}{n}:{s}", key=f"{r}{n}", properties={"region": r})
+                for s in range(3)
+                for n in range(4)
+                for r in ("eu", "us")
+            ]
+        )
+        got: dict[str, list[str]] = {"eu": [], "any": []}
+        deadline = time.monotonic() + 10
+        while len(got["eu"]) + len(got["any"]) < 24 and time.monotonic() < deadline:
+            got["eu"] += [e.text for e in eu.fetch(timeout=0.2)]
+            got["any"] += [e.text for e in anyone.fetch(timeout=0.2)]
+    assert not [t for t in got["eu"] if t.startswith("us")]  # its filter
+    for name, texts in got.items():
+        for key in {t.split(":")[0] for t in texts}:
+            mine = [t for t in texts if t.startswith(key + ":")]
+            assert mine == [f"{key}:{s}" for s in range(3)], (name, key)  # whole and in order
+    assert sorted(got["eu"] + got["any"]) == sorted(
+        f"{r}{n}:{s}" for s in range(3) for n in range(4) for r in ("eu", "us")
+    )
 
 
 def test_the_key_hash_the_server_deals_by_is_the_librarys(channel: durables.Channel) -> None:
