@@ -44,7 +44,9 @@ def closes(session: durables.Session, within_s: float = 10) -> bool:
 
 
 def away_session(client: durables.Client, name: str, **limits: object) -> None:
-    """Open a session with an interest, read once, and leave it (keep-alive on)."""
+    """Open a session with an interest, read once, and leave it (keep-alive on). A close
+    whose lease release times out (a loaded machine: seen in CI) leaves the lease to lapse
+    by itself, so the tests open the session again with a short `wait`."""
     s = client.session(name, timeout=60, **limits)  # type: ignore[arg-type]
     s.register_interest("orders")
     s.ready_for_events()
@@ -61,8 +63,8 @@ def test_the_limit_expands_while_away_and_reverts_at_80_percent_event_by_event(
     for i in range(1, 9):
         ch.publish(f"e{i}")  # 8 > max_depth: only the disconnected limit lets them stay
     gate = Gate()
-    s = client.session(
-        "phone", timeout=60, max_depth=5, disconnected_max_depth=10, recovery_buffer=1
+    s = client.session(  # wait: a close that could not give up its lease under load
+        "phone", timeout=60, max_depth=5, disconnected_max_depth=10, recovery_buffer=1, wait=5
     )
     assert s.resumed
     s.add_listener("orders", gate)
@@ -96,7 +98,7 @@ def test_a_session_closed_with_keepalive_has_the_larger_limit_at_once(
     for i in range(1, 6):
         ch.publish(f"e{i}")  # 5 > max_depth: only the disconnected limit lets them stay
     rec = Recorder()
-    back = client.session("phone", timeout=60, **limits)
+    back = client.session("phone", timeout=60, wait=5, **limits)  # (as above)
     assert (back.resumed, back.state) == (True, "connected")
     info = back.info()
     assert (info.depth, info.queue_limit) == (5, 5)
@@ -409,7 +411,7 @@ def test_sessions_come_back_without_asking_for_every_group_of_their_channels(
         ch.publish(f"e{i}")
     before = _group_lists(client)
     for name, limits in kinds.items():
-        s = client.session(name, timeout=60, **limits)
+        s = client.session(name, timeout=60, wait=5, **limits)  # (as above)
         assert s.resumed
         s.close(keepalive=True)
     assert _group_lists(client) - before == 0
