@@ -57,6 +57,7 @@
 --@include dead_letters
 --@include deal
 --@include settle
+--@include fields
 --@include holds
 --@include keyed
 local d = {

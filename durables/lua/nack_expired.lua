@@ -18,6 +18,7 @@
 -- Errors   none of its own.
 --@include clock
 --@include ids
+--@include fields
 -- Per round: pending events looked at per session, and unread ones over all sessions (the
 -- first ones of each away session's queue: an expired event further back is found once the
 -- queue before it has moved).
@@ -28,16 +29,6 @@ if redis.call('HGET', KEYS[3], 'ackreq') ~= '1' or redis.call('EXISTS', KEYS[1])
   return {0, {}}
 end
 local now, recorded, noted = now_ms(), 0, {}
-
--- A stream entry's field, or nil.
-local function field(fields, name)
-  for i = 1, #fields, 2 do
-    if fields[i] == name then
-      return fields[i + 1]
-    end
-  end
-  return nil
-end
 
 local function expired(id, timeout)
   return timeout and now > tonumber(string.match(id, '^(%d+)-')) + timeout

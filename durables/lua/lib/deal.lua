@@ -104,6 +104,18 @@ local function serial_start(order, room, me)
   return 1
 end
 
+-- Give each member the events dealt to it (`dealt`: consumer -> ids); a member that gets
+-- events loses its taps. True if others than `me` got any.
+local function hand_out(d, me, dealt, taps)
+  local others = false
+  for consumer, ids in pairs(dealt) do
+    close_taps(d, taps, consumer)
+    claim(d.stream, d.group, consumer, ids)
+    others = others or consumer ~= me
+  end
+  return others
+end
+
 -- Deal picks round robin from the head of the ring; the ring turns past the last served.
 -- Serial durables deal in order to one member (the caller first) and stop at the first
 -- event it cannot take. Events nobody can take now go back first in line. True if others
@@ -134,12 +146,7 @@ local function deal(d, me, order, room, filters, picks, serial, taps)
     end
   end
   push_front(d.redo, left)
-  local others = false
-  for consumer, ids in pairs(dealt) do
-    close_taps(d, taps, consumer)
-    claim(d.stream, d.group, consumer, ids)
-    others = others or consumer ~= me
-  end
+  local others = hand_out(d, me, dealt, taps)
   turn_ring(d, order, at)
   return others
 end

@@ -1,5 +1,5 @@
--- Library (`--@include keyed`, after `pool`, `members`, `dead_letters`, `deal` and
--- `holds`): the dealing of a keyed durable. Events of one key go to one consumer at a
+-- Library (`--@include keyed`, after `pool`, `members`, `dead_letters`, `deal`, `fields`
+-- and `holds`): the dealing of a keyed durable. Events of one key go to one consumer at a
 -- time, in publish order; different keys go to different consumers in parallel.
 --   * A key's owner is the attached consumer that scores highest for it (rendezvous
 --     hashing, the same function as durables/key_hash.py): a join takes about 1/n of the
@@ -35,16 +35,6 @@ local function key_hash(key)
     value = (value * 257 + string.byte(key, i) + 1) % KEY_PRIME
   end
   return key_mixed(value)
-end
-
--- The value of field 'k' in a stream entry's field list, or nil.
-local function key_of(fields)
-  for i = 1, #fields, 2 do
-    if fields[i] == 'k' then
-      return fields[i + 1]
-    end
-  end
-  return nil
 end
 
 -- The member whose filter takes event `id` and scores highest for the key hash `hashed`
@@ -136,7 +126,7 @@ local function deal_keyed(d, me, spec, store, order, room, filters, taps, total)
   for i, id in ipairs(waiting) do
     if not waiting_keys[i] then  -- not known here (a keyless event, or one trimmed): read it
       local entry = redis.call('XRANGE', d.stream, id, id)
-      waiting_keys[i] = entry[1] and key_of(entry[1][2]) or false
+      waiting_keys[i] = entry[1] and field(entry[1][2], 'k') or false
     end
   end
   look_up(waiting_keys)
@@ -167,7 +157,7 @@ local function deal_keyed(d, me, spec, store, order, room, filters, taps, total)
       local id = entry[1]
       fields_of[id] = entry[2]
       if wanted(d.stream, durable_tree, id) and wanted(d.stream, store_tree, id) then
-        ids[#ids + 1], keys[#ids + 1] = id, key_of(entry[2]) or false
+        ids[#ids + 1], keys[#ids + 1] = id, field(entry[2], 'k') or false
       else
         skipped[#skipped + 1] = id
       end
@@ -189,18 +179,9 @@ local function deal_keyed(d, me, spec, store, order, room, filters, taps, total)
   if #unset > 0 then
     redis.call('HDEL', d.holds, unpack(unset))
   end
-  for i = 1, #sets, 1000 do
-    redis.call('HSET', d.holds, unpack(sets, i, math.min(i + 999, #sets)))
-  end
-  for i = 1, #later, 1000 do
-    redis.call('RPUSH', d.redo, unpack(later, i, math.min(i + 999, #later)))
-  end
-  local others = false
-  for consumer, ids in pairs(dealt) do
-    close_taps(d, taps, consumer)
-    claim(d.stream, d.group, consumer, ids)
-    others = others or consumer ~= me
-  end
+  in_chunks('HSET', d.holds, sets)  -- (pairs: a chunk is even)
+  in_chunks('RPUSH', d.redo, later)
+  local others = hand_out(d, me, dealt, taps)
   turn_ring(d, order, at)
   return others, buried
 end

@@ -38,6 +38,13 @@ local function claim(stream, group, consumer, ids)
   return moved
 end
 
+-- `command key values...` in calls of CHUNK values at most (none for no values).
+local function in_chunks(command, key, values)
+  for i = 1, #values, CHUNK do
+    redis.call(command, key, unpack(values, i, math.min(i + CHUNK - 1, #values)))
+  end
+end
+
 -- Put ids at the head of a list, keeping their order (ids[1] ends up first).
 local function push_front(list, ids)
   for i = #ids, 1, -CHUNK do
