@@ -41,6 +41,7 @@ from ...events import Event, SeenMessages, event_from_entry
 from ...ops.base import Op, as_bool, as_int, command, script
 from ...reply_parsers import entries_read, text
 from ...selector import Selector
+from . import handout_replies as parsed
 
 log = logging.getLogger(__name__)
 TAP_CLOSED = frozenset({"NOGROUP", "UNBLOCKED"})
@@ -140,7 +141,7 @@ class SharedHandout:
         return script("attach_shared", [k.durables, k.members(d), k.alive(d), k.ring(d),
                                         k.taps(d)],
                       [d, self.id, self.window, self.lease_ms, tree, self._token],
-                      parse=_attached, context=self.context)  # fmt: skip
+                      parse=parsed.attached, context=self.context)  # fmt: skip
 
     def on_attach(self, attached: tuple[int, bool]) -> None:
         self.store_version, member = attached
@@ -204,7 +205,7 @@ class SharedHandout:
         blocking = ("BLOCK", self._block_ms) if self._block_ms and block else ()
         return command("XREADGROUP", "GROUP", self.durable, self.id, "COUNT", count, *blocking,
                        "STREAMS", self.k.stream, self._fetch_keys[11], ">", ">",
-                       parse=_tapped, context=self.context, tolerate=TAP_CLOSED)  # fmt: skip
+                       parse=parsed.tapped, context=self.context, tolerate=TAP_CLOSED)  # fmt: skip
 
     def _tap_fetch(self) -> list[Op[Any]]:
         """The steady path of a serial consumer that keeps asking: no script. The tap is
@@ -242,13 +243,13 @@ class SharedHandout:
                        [d, self.id, self._block_ms, *self._acks(self._in_flight)],
                        parse=as_int, context=self.context),
                 command("XREADGROUP", "GROUP", d, self.id, "COUNT", 1, "BLOCK", half,
-                        "STREAMS", door, ">", parse=_tapped, context=self.context,
+                        "STREAMS", door, ">", parse=parsed.tapped, context=self.context,
                         tolerate=TAP_CLOSED),
                 command("XREADGROUP", "GROUP", d, self.id, "COUNT", room, "BLOCK", half,
-                        "STREAMS", self.k.stream, tap, ">", ">", parse=_tapped,
+                        "STREAMS", self.k.stream, tap, ">", ">", parse=parsed.tapped,
                         context=self.context, tolerate=TAP_CLOSED),
                 script("settle_shared", self._settle_keys, [d, self.id, self._block_ms],
-                       parse=_settled, context=self.context),
+                       parse=parsed.settled, context=self.context),
                 self._pending()]  # fmt: skip
 
     def _leave(self) -> Op[int]:
@@ -319,7 +320,7 @@ class SharedHandout:
                 f"durable keeps only events that filter matches; this consumer still takes "
                 f"events by its own filter ({self.selector.expression})"
             )
-        events = self._events([*pending, *new], _counts(flat))
+        events = self._events([*pending, *new], parsed.counts(flat))
         self._busy = len(pending) + len(new) >= 2
         return Dealt(text(newest), text(rung), events, notice, waited)
 
@@ -414,7 +415,7 @@ class SharedHandout:
         elif self._rings(len(acks)):
             keys = (*keys, self._fetch_keys[8])  # the bell
         return [script("ack_shared", keys, args,
-                       parse=partial(_acks_made, self.context, len(acks)),
+                       parse=partial(parsed.acks_made, self.context, len(acks)),
                        context=self.context)]  # fmt: skip
 
     def _rings(self, acked: int) -> bool:
@@ -454,48 +455,6 @@ class SharedHandout:
                                              k.taps(d), k.tally(d)],
                           [d, self.id, *handed], context=self.context))  # fmt: skip
         return ops
-
-
-def _counts(flat: Sequence[bytes]) -> dict[str, int]:
-    """Redelivery counts as the scripts return them: id, count, ..."""
-    return {flat[i].decode(): int(flat[i + 1]) for i in range(0, len(flat), 2)}
-
-
-def _settled(reply: Any) -> tuple[int, dict[str, int]]:
-    """settle_shared.lua's reply: whether the consumer may wait again, and the redelivery
-    counts of its pending events."""
-    then, flat = reply
-    return int(then), _counts(flat)
-
-
-def _attached(reply: Any) -> tuple[int, bool]:
-    version, member = reply
-    return int(version), bool(member)
-
-
-def _acks_made(context: str, count: int, reply: Any) -> bool:
-    """Whether acknowledgements sent on their own were made (ack_shared.lua). Refused (0),
-    the consumer had been detached and the events dealt again: they count for their new
-    holder, and come back to it flagged as redelivered. Refused as made under an earlier
-    attachment (-1, sent while another thread attached again): those still this
-    consumer's come back in its pending list and are acknowledged then, as a lost
-    acknowledgement is."""
-    if reply == 0:
-        log.warning(
-            "%s: %d acknowledgement(s) refused: this consumer was detached (its "
-            "lease lapsed) and the events were dealt again",
-            context,
-            count,
-        )
-    elif reply != 1:
-        log.info("%s: %d acknowledgement(s) made before attaching again go with a later "
-                 "fetch", context, count)  # fmt: skip
-    return bool(reply == 1)
-
-
-def _tapped(reply: Any) -> list[Any] | None:
-    """New events read through a tap; None if the tap was not open (an error reply)."""
-    return None if isinstance(reply, Exception) else entries_read(reply)
 
 
 __all__ = ["READY", "RECENT_ACKS", "TAP_CLOSED", "TAP_GRACE_MS", "Dealt", "SharedHandout"]
