@@ -22,7 +22,6 @@ import itertools
 import json
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Callable, Generator, Iterator
 from contextlib import contextmanager
@@ -47,7 +46,7 @@ from .consume import (
 from .env import KEYS, RAW_STREAM, at_least_one
 from .servers import ValkeyServer
 from .session_load import NEAR, SESSIONS
-from .workers import run_workers
+from .workers import Handoff, run_workers
 
 NAMESPACE = "budget"
 BATCH = 100
@@ -327,49 +326,11 @@ HANDOFF_CONSUMERS: dict[durables.Kind, int] = {
     "keyed": 4,
 }
 """Consumers of the hand-off paths: as many as the benchmark's latency scenarios have."""
-HANDOFF_WAIT_S = 5.0
-
-
-class _Handoff:
-    """Consumers, each blocked in a read on a thread of its own, and a publisher that sends
-    one event and waits until one of them has it before it sends the next: the work of
-    `durables bench`'s latency scenarios per event, without their pacing and their
-    producer process (everything here is one process, so its CPU time is all counted)."""
-
-    def __init__(self, n: int) -> None:
-        self.n = n
-        self.received = threading.Semaphore(0)
-        self.stop = threading.Event()
-        self.threads: list[threading.Thread] = []
-
-    def start(self, reads: list[Callable[[], int]]) -> None:
-        def loop(read: Callable[[], int]) -> None:
-            while not self.stop.is_set():
-                for _ in range(read()):
-                    self.received.release()
-
-        self.threads = [threading.Thread(target=loop, args=(r,), daemon=True) for r in reads]
-        for thread in self.threads:
-            thread.start()
-
-    def step(self, publish: Callable[[], object]) -> Step:
-        def step() -> None:
-            for i in range(self.n):
-                publish()
-                if not self.received.acquire(timeout=HANDOFF_WAIT_S):
-                    raise RuntimeError(f"event {i} of {self.n} not received")
-
-        return step
-
-    def close(self) -> None:
-        self.stop.set()
-        for thread in self.threads:
-            thread.join()
 
 
 def _handoff(kind: durables.Kind) -> PathMaker:
     def path(bench: Bench, n: int) -> Generator[Step, None, None]:
-        handoff = _Handoff(n)
+        handoff = Handoff(n)
         with _client(bench) as client:
             ch = client.channel("orders")
             dur = ch.durable("d", kind=kind)
@@ -392,7 +353,7 @@ def _handoff(kind: durables.Kind) -> PathMaker:
 
 def _handoff_raw(kind: durables.Kind) -> PathMaker:
     def path(bench: Bench, n: int) -> Generator[Step, None, None]:
-        handoff = _Handoff(n)
+        handoff = Handoff(n)
         clients = [redis.Redis.from_url(bench.url) for _ in range(HANDOFF_CONSUMERS[kind])]
         try:
             readers = [RawConsumer(c, f"c{i}", block_ms=200) for i, c in enumerate(clients)]

@@ -1,5 +1,6 @@
 """Timing loops: workers (threads, or asyncio tasks for the peer) that take turns at a
-shared count until it reaches a target, and a pacer for fixed-rate producers."""
+shared count until it reaches a target, a pacer for fixed-rate producers, and a hand-off:
+one event at a time to readers blocked on threads of their own."""
 
 from __future__ import annotations
 
@@ -146,3 +147,44 @@ class Pacer:
             time.sleep(delay)
         elapsed = time.perf_counter() - self.start
         return max(1, int(elapsed / self.interval) + 1 - sent)
+
+
+HANDOFF_WAIT_S = 5.0
+"""The longest a hand-off waits for its event to be received before it fails."""
+
+
+class Handoff:
+    """Consumers, each blocked in a read on a thread of its own, and a publisher that sends
+    one event and waits until one of them has it before it sends the next: the work of
+    `durables bench`'s latency scenarios per event, without their pacing and their
+    producer process (everything here is one process, so its CPU time is all counted)."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+        self.received = threading.Semaphore(0)
+        self.stop = threading.Event()
+        self.threads: list[threading.Thread] = []
+
+    def start(self, reads: list[Callable[[], int]]) -> None:
+        def loop(read: Callable[[], int]) -> None:
+            while not self.stop.is_set():
+                for _ in range(read()):
+                    self.received.release()
+
+        self.threads = [threading.Thread(target=loop, args=(r,), daemon=True) for r in reads]
+        for thread in self.threads:
+            thread.start()
+
+    def step(self, publish: Callable[[], object]) -> Callable[[], None]:
+        def step() -> None:
+            for i in range(self.n):
+                publish()
+                if not self.received.acquire(timeout=HANDOFF_WAIT_S):
+                    raise RuntimeError(f"event {i} of {self.n} not received")
+
+        return step
+
+    def close(self) -> None:
+        self.stop.set()
+        for thread in self.threads:
+            thread.join()
