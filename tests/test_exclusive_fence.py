@@ -17,6 +17,7 @@ from durables import DurableInUseError
 
 from .children import Lines, once_free, python_child
 from .conftest import FAST
+from .faultproxy import FaultProxy
 from .servers import RedisProcess
 
 pytestmark = pytest.mark.slow
@@ -79,3 +80,54 @@ def test_a_holder_paused_in_a_blocked_fetch_never_delivers_what_its_heir_got(
     print(f"rounds {ROUNDS}: to the heir {len(to_heir)}, to the paused holder {len(held)}")
     assert to_heir == [f"r{n}" for n in range(ROUNDS)]
     assert held == []  # no event reached two holders
+
+
+RIDER = textwrap.dedent(
+    """
+    import sys, durables
+    client = durables.connect(sys.argv[1], namespace=sys.argv[2], lease_timeout_s=0.5,
+                              block_s=0.2, socket_timeout_s=1.0, reconnect_timeout_s=60,
+                              housekeep_interval_s=3600)
+    kind = sys.argv[3]
+    with client.channel("orders").durable("audit", kind=kind).consumer("holder") as c:
+        print("attached", flush=True)
+        while True:
+            for event in c.fetch(timeout=5):
+                print("got", event.text, flush=True)
+                event.ack()
+    """
+)
+
+
+@pytest.mark.parametrize("kind", ["exclusive", "shared", "serial", "keyed"])
+def test_a_read_answered_while_paused_comes_again_when_an_outage_follows(
+    server: RedisProcess, namespace: str, kind: str
+) -> None:
+    """Each round: the holder blocks in fetch() behind a proxy and is stopped; an event
+    answers its blocked read; the lease passes; the network black-holes and the holder
+    resumes, so (exclusive) the lease check of the events it read fails for the outage,
+    not for another holder. Once the network heals, the holder attaches again and gets
+    each event, once: none is counted as handed out and then acknowledged unseen."""
+    rounds = 3
+    with (
+        FaultProxy(server.port) as proxy,
+        durables.connect(server.url, namespace=namespace, **FAST) as producer,
+        python_child(RIDER, proxy.url, namespace, kind) as proc,
+    ):
+        channel = producer.channel("orders")
+        channel.durable("audit", kind=kind)
+        lines = Lines(proc)
+        lines.until(lambda seen: "attached" in seen, 20)
+        for n in range(rounds):
+            time.sleep(0.5)  # blocked in fetch() by now
+            os.kill(proc.pid, signal.SIGSTOP)
+            channel.publish(f"r{n}")  # answers the blocked read while the holder is stopped
+            time.sleep(1.0)  # past the lease: its events must be checked before handing out
+            proxy.blackhole()
+            os.kill(proc.pid, signal.SIGCONT)
+            time.sleep(2.0)  # the check times out (socket timeout 1 s): an outage
+            proxy.blackhole(False)
+            lines.until(lambda seen, n=n: f"got r{n}" in seen, 30)
+    got = [line for line in lines.seen if line.startswith("got ")]
+    print(f"rounds {rounds}: delivered {got}")
+    assert got == [f"got r{n}" for n in range(rounds)]

@@ -158,7 +158,14 @@ class ExclusiveReader(Reader[C]):
         if not events or (clock() < self._held_until and not self._lost):
             return events
         sent = clock()
-        if (yield from run(self.state.renew(), retry=False)):
+        try:
+            still = yield from run(self.state.renew(), retry=False)
+        except BaseException:
+            # not handed out (an outage, say): the attach after it reads them again, so
+            # the cursor must not count them as held by the application
+            self._withdraw(events)
+            raise
+        if still:
             self._on_held(sent)
             return events
         self._withdraw(events)
