@@ -46,6 +46,10 @@ HOLDER = textwrap.dedent(
 )
 
 
+def _has(line: str, lines: list[str]) -> bool:
+    return line in lines
+
+
 def _counted(start: str, times: int, lines: list[str]) -> bool:
     return sum(line.startswith(start) for line in lines) == times
 
@@ -101,7 +105,7 @@ RIDER = textwrap.dedent(
 
 @pytest.mark.parametrize("kind", ["exclusive", "shared", "serial", "keyed"])
 def test_a_read_answered_while_paused_comes_again_when_an_outage_follows(
-    server: RedisProcess, namespace: str, kind: str
+    server: RedisProcess, namespace: str, kind: durables.Kind
 ) -> None:
     """Each round: the holder blocks in fetch() behind a proxy and is stopped; an event
     answers its blocked read; the lease passes; the network black-holes and the holder
@@ -127,7 +131,7 @@ def test_a_read_answered_while_paused_comes_again_when_an_outage_follows(
             os.kill(proc.pid, signal.SIGCONT)
             time.sleep(2.0)  # the check times out (socket timeout 1 s): an outage
             proxy.blackhole(False)
-            lines.until(lambda seen, n=n: f"got r{n}" in seen, 30)
+            lines.until(partial(_has, f"got r{n}"), 30)
     got = [line for line in lines.seen if line.startswith("got ")]
     print(f"rounds {rounds}: delivered {got}")
     assert got == [f"got r{n}" for n in range(rounds)]

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import signal
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -129,3 +130,64 @@ def test_a_replicated_session_delivers_only_what_a_replica_holds(
         s.close()
         with pytest.raises(durables.ConfigError, match="replicated"):
             client.session("other", replicated=-1)
+
+
+def test_a_replicated_session_waits_for_an_event_that_answers_its_blocked_read(
+    sentinel_set: SentinelSet, paused_replicas: list[int], namespace: str, connect: Connect
+) -> None:
+    """`WAIT` counts the last write its connection made, and a blocked read answered by a
+    publish is not one (the server propagates its effect in the publisher's name): the
+    event the read took must still wait for a replica."""
+    settings = {**FAST, "replica_timeout_s": 0.2}
+    with connect(sentinel_set.primary().url, namespace=namespace, **settings) as client:
+        ch = client.channel("orders")
+        s = client.session("phone", timeout=30, replicated=1)
+        s.register_interest("orders")
+        s.add_listener("orders", keep := Keep())
+        s.ready_for_events()
+        ch.publish("a")
+        assert wait_for(lambda: keep.got == ["a"], 10)
+        time.sleep(0.5)  # the delivery blocks in its read by now
+        for pid in paused_replicas:
+            os.kill(pid, signal.SIGSTOP)
+        ch.publish("b")
+        time.sleep(1.0)
+        assert keep.got == ["a"]  # read, but no replica confirmed it yet
+        for pid in paused_replicas:
+            os.kill(pid, signal.SIGCONT)
+        assert wait_for(lambda: keep.got == ["a", "b"], 10)
+        s.close()
+
+
+@pytest.mark.parametrize("kind", ["exclusive", "shared", "serial", "keyed"])
+def test_a_replicated_fetch_waits_for_an_event_that_answers_its_blocked_read(
+    sentinel_set: SentinelSet,
+    paused_replicas: list[int],
+    namespace: str,
+    connect: Connect,
+    kind: durables.Kind,
+) -> None:
+    settings = {**FAST, "replica_timeout_s": 0.2}
+    with connect(sentinel_set.primary().url, namespace=namespace, **settings) as client:
+        ch = client.channel("orders")
+        dur = ch.durable("audit", kind=kind)
+        with dur.consumer("c", replicated=1) as c:
+            ch.publish("a")
+            (a,) = c.fetch(timeout=2)
+            a.ack()  # now: no write of this consumer after the replicas stop
+            assert c.fetch(timeout=0.3) == []
+            for pid in paused_replicas:
+                os.kill(pid, signal.SIGSTOP)
+            publisher = threading.Timer(0.3, ch.publish, ["b"])  # while fetch() blocks
+            publisher.start()
+            try:
+                assert c.fetch(timeout=1.0) == []  # read, but no replica confirmed it
+            finally:
+                publisher.join(10)
+            for pid in paused_replicas:
+                os.kill(pid, signal.SIGCONT)
+            got: list[str] = []
+            deadline = time.monotonic() + 10
+            while not got and time.monotonic() < deadline:
+                got += [e.text for e in c.fetch(timeout=0.5)]
+            assert got == ["b"]

@@ -196,16 +196,21 @@ class Reader(LeaseHolder, ABC, Generic[C]):
         self.ctx.touch(self.k.channel)
 
     def _waiting(self, ops: list[Op[Any]], deadline: float) -> list[Op[Any]]:
-        """`ops`, and with `replicated` a `WAIT` for the replicas after them."""
+        """`ops`, and with `replicated` a renewal of the lease and a `WAIT` for the replicas
+        after them. `WAIT` waits for the last write made on its own connection, and the
+        read may count as none: a read of the pending list writes nothing, and a blocked
+        read answered by a publish is replicated in the publisher's name. The renewal is a
+        write of this connection later than every event read."""
         if not self.replicated:
             return ops
         timeout = min(self.ctx.settings.replica_timeout_s, max(0.001, deadline - self.ctx.clock()))
-        return [*ops, wait_replicas(self.replicated, timeout)]
+        return [*ops, self.state.renew(), wait_replicas(self.replicated, timeout)]
 
     def _waited(self, replies: list[Any], events: list[Event]) -> list[Event]:
-        """The events read, if the replicas confirmed them (`_waiting`); else none now: they
-        are confirmed before anything else is read (`_confirming`)."""
-        if not self.replicated or not events or replies[-1] >= self.replicated:
+        """The events read, if the replicas confirmed them (`_waiting`: the renewal wrote,
+        and the `WAIT` counted enough replicas); else none now: they are confirmed before
+        anything else is read (`_confirming`)."""
+        if not self.replicated or not events or (replies[-2] and replies[-1] >= self.replicated):
             return events
         self._unconfirmed = events
         return []
@@ -215,9 +220,7 @@ class Reader(LeaseHolder, ABC, Generic[C]):
         write, so the `WAIT` after it covers the earlier read too) and a `WAIT`; [] if not
         confirmed yet."""
         while True:
-            still, confirmed = yield from send(
-                self._waiting([self.state.renew()], deadline), retry=False
-            )
+            still, confirmed = yield from send(self._waiting([], deadline), retry=False)
             if not still:
                 self._withdraw(self._unconfirmed)
                 self._unconfirmed = ()

@@ -411,6 +411,7 @@ class SessionCore:
             clock_offset_ms=self._clock_offset_ms,
         )
         delivery.replicated = self.replicated
+        delivery.touch = ops.touch(self.ctx.namespace, self.id, self.token, self.ctx.lease_ms)
         return delivery
 
     def marking(self) -> Flow[dict[str, Interest]]:

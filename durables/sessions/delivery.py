@@ -139,10 +139,12 @@ class DeliveryLoop(ABC, Generic[C]):
         """An ack-required event acknowledged by the application."""
 
     replicated = 0
-    """Deliver only events that this many replicas hold: a `WAIT` in each read's round trip
-    (the read changed the pending list, so it covers every entry read); a read the replicas
-    did not confirm in time is not delivered, but read again from the pending list next
-    round (a write too, so the next `WAIT` covers it)."""
+    """Deliver only events that this many replicas hold: the session's heartbeat (`touch`,
+    a write later than every event read) and a `WAIT` in each read's round trip; a read the
+    replicas did not confirm in time is not delivered, but read again from the pending list
+    next round."""
+    touch: Op[Any] | None = None
+    """The session's heartbeat, sent before each `WAIT` when `replicated`."""
 
     def running(self) -> Flow[None]:
         try:
@@ -191,14 +193,18 @@ class DeliveryLoop(ABC, Generic[C]):
         self.reading = True
         try:
             ops = [*self.acks, self.cursors.read(block_ms)]
-            if self.replicated:
-                ops.append(wait_replicas(self.replicated, self.ctx.settings.replica_timeout_s))
+            if self.replicated and self.touch is not None:
+                # WAIT counts the last write of its own connection, and the read may count
+                # as none (a read of the pending list; a blocked read answered by a publish,
+                # replicated in the publisher's name): the touch is a write later than it
+                timeout = self.ctx.settings.replica_timeout_s
+                ops += [self.touch, wait_replicas(self.replicated, timeout)]
             replies = yield from send(ops, retry=False)
         finally:
             self.reading = False
+        read = replies[len(self.acks)]
         self.acks.clear()  # sent (after an outage they go with the first read again)
-        read = replies[len(ops) - 1 - bool(self.replicated)]
-        if self.replicated and replies[-1] < self.replicated:
+        if self.replicated and not (replies[-2] and replies[-1] >= self.replicated):
             if read:
                 self.cursors.restart()  # not confirmed: read again, not delivered
             return
