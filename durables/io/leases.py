@@ -127,6 +127,16 @@ class Beats:
         with self._lock:
             self._leases.pop(token, None)
 
+    def _drop(self, lease: Lease) -> bool:
+        """Forget `lease`, if it is still the one registered for its token: a holder that
+        attached again while a beat was under way registered a new one, which that beat's
+        reply says nothing of (dropped, it would never be renewed again)."""
+        with self._lock:
+            if self._leases.get(lease.token) is not lease:
+                return False
+            del self._leases[lease.token]
+            return True
+
     def beating(self) -> Flow[None]:
         """One beat over the leases held now."""
         with self._lock:
@@ -158,29 +168,37 @@ class Beats:
                 yield from call(self._on_failure)
             return
         self._failing = False
-        for lease, still in zip(leases, held if leases else [], strict=True):
+        self._judge(leases, held if leases else [], sent)
+
+    def _judge(self, leases: list[Lease], held: list[bool | None], sent: float) -> None:
+        """Tell the holders what their renewals (sent at `sent`) found: gone, or held."""
+        for lease, still in zip(leases, held, strict=True):
+            if still is None:
+                continue
             if not still:
-                self.remove(lease.token)
-                lease.on_lost()
+                if self._drop(lease):
+                    lease.on_lost()
             elif lease.on_held is not None:
                 lease.on_held(sent)
 
-    def _one_by_one(self, leases: list[Lease]) -> Flow[list[bool]]:
+    def _one_by_one(self, leases: list[Lease]) -> Flow[list[bool | None]]:
         """Renew each lease alone: the holders of those the server refuses (as an ACL
-        narrowed under them) are told so, and they are dropped; the reply of each other.
+        narrowed under them) are told so here (as lost, if they have no `on_refused`), and
+        they are dropped; the reply of each other lease (None for those told already).
         Not an outage: the application's connections stay."""
-        held: list[bool] = []
+        held: list[bool | None] = []
         for lease in leases:
             try:
                 held.append((yield from send([lease.renew], retry=False))[0])
             except AccessDeniedError as exc:
                 log.warning("heartbeat: the server refused a renewal: %s", exc)
-                self.remove(lease.token)
+                held.append(None)
+                if not self._drop(lease):
+                    continue  # registered anew meanwhile: the next beat judges that one
                 if lease.on_refused is not None:
                     lease.on_refused(exc)
-                    held.append(True)  # told: not lost as well
                 else:
-                    held.append(False)
+                    lease.on_lost()
         return held
 
 
