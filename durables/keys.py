@@ -39,10 +39,15 @@ in one slot and every Lua script runs unchanged on Redis Cluster:
     <ns>:{<ch>}:taps:<durable>        hash: tap (or door) key -> consumer id, those opened
     <ns>:{<ch>}:door:<durable>:<id>   stream (empty) with the durable's group: an idle shared
                                       consumer waits reading it, until it is woken (an entry)
-                                      to read the channel through its tap; listed with the taps
+                                      to read the channel through its tap; listed with the taps.
+                                      Keyed durables: the consumer's own bell (one entry, no
+                                      group, lapses after a minute), rung when another's fetch
+                                      dealt it events or hands it the watch (lib/watch.lua)
     <ns>:{<ch>}:waits:<durable>       hash: waiting consumer id -> 'd', or the newest stream
                                       id when it was woken to read the channel (what it takes
-                                      after that, the dispatcher settles)
+                                      after that, the dispatcher settles); keyed durables:
+                                      waiting consumer id -> 'k', and '~watch' -> the watcher
+                                      and the end of its term (server ms)
     <ns>:{<ch>}:dead:<durable>        stream: dead letters (events past max_deliveries)
     <ns>:{<ch>}:tally:<durable>       hash: counters the scripts keep for the metrics
                                       ('redelivered': events handed out again)

@@ -9,6 +9,7 @@
 -- ARGV[1..] the channel's durable names, as the caller listed them
 -- Returns  1 deleted, 0 no such channel, -1 the durables changed meanwhile (list again and retry).
 -- Errors   none of its own.
+--@include members
 --@include gates
 if redis.call('EXISTS', KEYS[2]) == 0 then
   return 0
@@ -20,6 +21,9 @@ for _, name in ipairs(ARGV) do
   if redis.call('HEXISTS', KEYS[3], name) == 0 then
     return -1
   end
+end
+for _, name in ipairs(ARGV) do
+  drop_bells(KEYS[1], name)
 end
 drop_gates_in(KEYS)
 for _, key in ipairs(KEYS) do

@@ -26,7 +26,8 @@
 --          durable's for one read, when the caller alone has room (lib/deal.lua, deal_first),
 --          or while it watches (lib/settle.lua)
 -- KEYS[13] the durable's waits hash (lib/settle.lua)
--- KEYS[14] the caller's door (shared: opened when it may join the waiters, lib/settle.lua)
+-- KEYS[14] the caller's door (shared: opened when it may join the waiters, lib/settle.lua;
+--          keyed: the caller's own bell, lib/watch.lua)
 -- KEYS[15] the durable's tally (counters for the metrics: 'redelivered')
 -- KEYS[16] the durable's holds (keyed: which event of each key is out, lib/keyed.lua)
 -- ARGV[1]  durable name (the group)
@@ -36,7 +37,8 @@
 -- ARGV[5]  serial durables: how many events the caller's last read through its tap took
 --          (the ring turns past it); shared ones: 1 if the caller reads through its tap
 --          right after this script (it does while busy), 2 if it would join the waiters
---          when nothing comes (it is idle and asks blocking), else 0
+--          when nothing comes (it is idle and asks blocking), else 0; keyed ones: 2 if it
+--          would wait when nothing comes (lib/watch.lua), else 0
 -- ARGV[6]  how long the caller's read through a tap may block, in milliseconds (a tap
 --          opened lives that long and TAP_GRACE_MS more; each read through it renews it)
 -- ARGV[7..] ids the caller acknowledges
@@ -45,7 +47,9 @@
 --          caller's pending events delivered before, how many were dead-lettered now,
 --          store filter version (0: none), consumer that set it ('' for none),
 --          1 if the caller's tap is open to read, 2 if its door is (shared: it may join
---          the waiters, lib/settle.lua), else 0}.
+--          the waiters, lib/settle.lua), else 0}; keyed durables: 3 there if the caller
+--          watches (lib/watch.lua; else it waits for its own bell alone: the newest ids
+--          are the last possible one), then the newest id of the caller's own bell.
 -- Errors   DETACHED (the caller's lease lapsed and it was reaped), NODURABLE; NOGROUP
 --          (Redis's own) if the spec is there but the group is gone.
 --@include clock
@@ -60,6 +64,7 @@
 --@include fields
 --@include holds
 --@include keyed
+--@include watch
 local d = {
   stream = KEYS[1], members = KEYS[3], alive = KEYS[4], ring = KEYS[5], redo = KEYS[6],
   delayed = KEYS[7], counts = KEYS[8], bell = KEYS[9], dead = KEYS[10], taps = KEYS[11],
@@ -100,7 +105,11 @@ local order, room, total, busy, filters, held = rooms(d)
 local taps = live_taps(d)
 local serial, keyed = spec['kind'] == 'serial', spec['kind'] == 'keyed'
 local marked = false  -- some member waits (lib/settle.lua)
-if not serial and not keyed then  -- (a keyed durable opens no doors: nobody watches)
+local watcher, waiters
+if keyed then
+  redis.call('HDEL', d.waits, me)  -- fetching: its wait, if any, is over (lib/watch.lua)
+  watcher, waiters = keyed_waiters(d, me, now)
+elseif not serial then  -- (a keyed durable opens no doors: its idle members wait as lib/watch.lua says)
   local settled
   settled, marked = settle(d, order, room, filters, taps, KEYS[14], me)  -- events watchers took
   if settled then
@@ -133,13 +142,12 @@ local plain = not keyed and mine > 0 and (held[me] or 0) == handed and filter_tr
 for _, consumer in ipairs(order) do
   plain = plain and filters[consumer] == nil
 end
-local full, buried = false, 0
+local full, buried, watching = false, 0, nil
 if keyed then
-  local others
-  others, buried = deal_keyed(d, me, spec, store, order, room, filters, taps, total)
-  if others then
-    ring_bell(d.bell)
-  end
+  local _, dealt
+  _, buried, dealt = deal_keyed(d, me, spec, store, order, room, filters, taps, total)
+  watching = keyed_wait(d, me, watcher, waiters, dealt,
+    waiting and block_ms > 0 and (room[me] or 0) > 0 and not dealt[me], now, block_ms + TAP_GRACE_MS)
 elseif plain and serial and not busy then
   full = true
 elseif plain and tapping and mine >= 2 and total == mine then
@@ -165,7 +173,7 @@ for _, consumer in ipairs(order) do
   wait = wait and filters[consumer] == nil
 end
 set_tap(d, KEYS[12], me, full, block_ms + TAP_GRACE_MS, listed(mine_taps, KEYS[12]))
-if not serial then
+if not serial and not keyed then
   set_tap(d, KEYS[14], me, wait, block_ms + TAP_GRACE_MS, listed(mine_taps, KEYS[14]))  -- door
   if marked then  -- else nobody waits to be woken to watch
     watch(d, KEYS[12], KEYS[14], me, block_ms + TAP_GRACE_MS)
@@ -181,5 +189,13 @@ if serial and busy and not full then
   -- when the caller's wait ends (block time).
   newest = LAST_ID
 end
-return {newest, newest_id(d.bell), redelivered, buried, store['version'], store['by'],
+local rung = newest_id(d.bell)
+if keyed then
+  if watching == false then  -- it waits for its own bell alone
+    newest, rung = LAST_ID, LAST_ID
+  end
+  return {newest, rung, redelivered, buried, store['version'], store['by'],
+    watching and 3 or 0, newest_id(KEYS[14])}
+end
+return {newest, rung, redelivered, buried, store['version'], store['by'],
   full and 1 or (wait and 2 or 0)}

@@ -1,4 +1,4 @@
--- Library (`--@include gates`): the fence of exclusive durables. Each holder reads, beside
+-- Library (`--@include gates`; drop_bells after `members`): the fence of exclusive durables. Each holder reads, beside
 -- the channel's stream, an empty stream of its own (its gate) that has the durable's group;
 -- a new holder deletes the others' gates, so a holder paused past its lease gets NOGROUP
 -- (or, blocked, UNBLOCKED) instead of events. `gates` is the set of a durable's gate keys
@@ -25,5 +25,15 @@ local function drop_gates_in(keys)
         redis.call('DEL', tap)
       end
     end
+  end
+end
+
+-- Before deleting a durable (named `durable`, on the channel whose stream is `stream`): the
+-- bells of its members (members.lua, member_bell; they would lapse a minute later).
+local function drop_bells(stream, durable)
+  local d = {stream = stream, group = durable}
+  local members = string.sub(stream, 1, #stream - 2) .. ':members:' .. durable
+  for _, member in ipairs(redis.call('HKEYS', members)) do
+    redis.call('DEL', member_bell(d, member))
   end
 end

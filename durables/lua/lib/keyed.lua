@@ -52,10 +52,11 @@ local function key_owner(stream, order, hashes, filters, hashed, id)
 end
 
 -- Deal waiting and new events by key (above) into the members' room. Returns whether
--- others than `me` got any, and how many events were dead-lettered.
+-- others than `me` got any, how many events were dead-lettered, and what each member got
+-- (consumer -> ids).
 local function deal_keyed(d, me, spec, store, order, room, filters, taps, total)
   if #order == 0 or total <= 0 then
-    return false, 0
+    return false, 0, {}
   end
   local hashes = {}
   for _, consumer in ipairs(order) do
@@ -183,5 +184,5 @@ local function deal_keyed(d, me, spec, store, order, room, filters, taps, total)
   in_chunks('RPUSH', d.redo, later)
   local others = hand_out(d, me, dealt, taps)
   turn_ring(d, order, at)
-  return others, buried
+  return others, buried, dealt
 end

@@ -61,8 +61,16 @@ local function renew_member(d, consumer, lease_ms, now)
   return true
 end
 
--- A consumer leaves: out of the members, the leases, the ring and the group.
+-- A member's own bell (lib/watch.lua: a keyed durable's idle members wait for it), named as
+-- a shared member's door: '<ns>:{<channel>}:door:<durable>:<consumer>', from the stream's key
+-- ('<ns>:{<channel>}:s').
+local function member_bell(d, consumer)
+  return string.sub(d.stream, 1, #d.stream - 2) .. ':door:' .. d.group .. ':' .. consumer
+end
+
+-- A consumer leaves: out of the members, the leases, the ring and the group (and its bell).
 local function remove_member(d, consumer)
+  redis.call('DEL', member_bell(d, consumer))
   redis.call('HDEL', d.members, consumer)
   redis.call('ZREM', d.alive, consumer)
   redis.call('LREM', d.ring, 0, consumer)

@@ -50,6 +50,9 @@ TAP_CLOSED = frozenset({"NOGROUP", "UNBLOCKED"})
 READY = 2
 """An idle shared consumer may join the waiters (lib/settle.lua): its door is open."""
 
+KEYED_WATCH = 3
+"""An idle keyed consumer watches the channel for the others (lib/watch.lua)."""
+
 TAP_GRACE_MS = 1000
 """A tap outlives the read's block by this much (as `fetch_shared.lua` opens it): a
 consumer that stops asking lets it expire, and the line passes on."""
@@ -129,6 +132,8 @@ class SharedHandout:
         self._watching = False  # it watches on past its last wait (settle_shared.lua)
         self._fast = False  # the fetch in flight is `_tap_fetch`
         self._stage = "deal"  # the fetch in flight: "deal", or "wait" (`_wait`)
+        self._chime = "0-0"
+        """Keyed: the newest id of this consumer's own bell when it last fetched."""
         self._token = ""
         """Names the latest attachment: acks sent on their own carry it (`flush`)."""
 
@@ -181,10 +186,11 @@ class SharedHandout:
         # blocking, wait through it (lib/settle.lua)
         shared = not self.serial and not self.pooled
         tapping = shared and self._busy and room >= 2
-        waiting = shared and not tapping and self._block_ms > 0 and room >= 1
+        # keyed: idle and blocking, it watches or waits for its own bell (lib/watch.lua)
+        waiting = not self.serial and not tapping and self._block_ms > 0 and room >= 1
         took = self._took if self.serial else (1 if tapping else 2 if waiting else 0)
         self._stage = "deal"
-        if waiting and self.wait_open:
+        if waiting and self.wait_open and not self.pooled:
             return self._wait()
         deal: Op[Any] = script("fetch_shared", self._fetch_keys,
                                [d, self.id, self.lease_ms, len(self.handed), took,
@@ -256,8 +262,8 @@ class SharedHandout:
         k, d = self.k, self.durable
         return script("leave_shared", [k.stream, k.ring(d), k.taps(d), k.waits(d),
                                        self._fetch_keys[11], self._fetch_keys[13]],
-                      [d, self.id, self._block_ms], parse=as_int,
-                      context=self.context)  # fmt: skip
+                      [d, self.id, self._block_ms, "keyed" if self.pooled else ""],
+                      parse=as_int, context=self.context)  # fmt: skip
 
     def stop_waiting(self) -> Op[int] | None:
         """A consumer that watches on (settle_shared.lua) and stops asking (its fetch
@@ -306,6 +312,8 @@ class SharedHandout:
         reply, pending, *tapped = replies  # the read through the tap, if the fetch sent it
         newest, rung, flat, _buried, version, by, *taps = reply
         tap = taps[0] if taps else 0
+        if self.pooled:  # keyed: its own bell's newest id, to wait from (`wait`)
+            self._chime, self._watching = text(taps[1]), tap == KEYED_WATCH
         new = (tapped[0] or []) if tapped else []
         self._took = len(new)
         self.tap_open = self.serial and tap == 1 and tapped[0] is not None
@@ -378,8 +386,15 @@ class SharedHandout:
         return events
 
     def wait(self, newest: str, rung: str, seconds: float) -> Op[Any]:
-        """Block until the stream grows or the bell rings (events dealt, window room)."""
-        return command("XREAD", "COUNT", 1, "BLOCK", max(1, int(seconds * 1000)), "STREAMS",
+        """Block until the stream grows or the bell rings (events dealt, window room); a
+        keyed consumer also until its own bell rings (lib/watch.lua: unless it watches,
+        `newest` and `rung` are the last possible id, and only its own bell wakes it)."""
+        block = max(1, int(seconds * 1000))
+        if self.pooled:
+            return command("XREAD", "COUNT", 1, "BLOCK", block, "STREAMS", self.k.stream,
+                           self.k.bell(self.durable), self._fetch_keys[13], newest, rung,
+                           self._chime, context=self.context)  # fmt: skip
+        return command("XREAD", "COUNT", 1, "BLOCK", block, "STREAMS",
                        self.k.stream, self.k.bell(self.durable), newest, rung,
                        context=self.context)  # fmt: skip
 
