@@ -120,10 +120,10 @@ def producing(variant: str, url: str, count: int) -> Iterator[Recorder]:
 class Latency(Compared[Latencies]):
     """p50 / p99 / p99.9 of `consumers` consumers on a durable of `kind`."""
 
-    def __init__(self, kind: durables.Kind, consumers: int) -> None:
+    def __init__(self, kind: durables.Kind, consumers: int, *, suffix: str = "") -> None:
         self.kind: durables.Kind = kind
         self.consumers = consumers
-        self.name = f"latency_{kind}"
+        self.name = f"latency_{kind}{suffix}"
         plural = "s" if consumers > 1 else ""
         self.title = f"latency at {RATE:,}/s, {kind} ({consumers} consumer{plural})"
 

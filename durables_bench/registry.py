@@ -40,6 +40,7 @@ SCENARIOS: list[Scenario] = [
     Latency("shared", consumers=4),
     Latency("serial", consumers=2),
     Latency("keyed", consumers=4),
+    Latency("keyed", consumers=16, suffix="_16"),  # many idle consumers: one wakes per event
     Memory(),
     FetchCost(),
     SessionReplay(),

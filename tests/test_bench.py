@@ -49,6 +49,7 @@ SCENARIO_NAMES = [
     "latency_shared",
     "latency_serial",
     "latency_keyed",
+    "latency_keyed_16",
     "memory_retained",
     "memory_pending",
     "fetch_cost_base",

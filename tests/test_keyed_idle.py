@@ -196,3 +196,48 @@ def test_deleting_a_keyed_durable_takes_its_members_bells(channel: durables.Chan
         assert len(got) == 10 and redis.keys(bells)  # the one not watching was rung
         dur.delete()
         assert redis.keys(bells) == []
+
+
+def test_an_event_dealt_again_to_a_waiting_keyed_consumer_comes_flagged(
+    channel: durables.Channel,
+) -> None:
+    """A waiting consumer rung by another's fetch reads its pending list behind its wait,
+    without the dispatcher; events dealt again (rolled back here) still come flagged, with
+    their delivery count: the read carries no counts, so such events come by a fetch."""
+    dur = channel.durable("work", kind="keyed")
+    with (
+        dur.consumer("a", prefetch=20, auto_ack=True) as a,
+        dur.consumer("b", prefetch=20) as b,
+    ):
+        for i in range(10):
+            channel.publish(f"k{i}", key=f"k{i}")
+        mine = b.fetch(timeout=1)
+        assert mine  # b's keys (a's wait for a)
+        came: list[durables.Event] = []
+        stop = threading.Event()
+
+        def again() -> None:  # b waits for its bell while a watches
+            while not stop.is_set():
+                for event in b.fetch(timeout=4.0):
+                    came.append(event)
+                    event.ack()
+
+        _, halt = _fetching({"a": a}, timeout=4.0)  # a waits first: it watches
+        try:
+            time.sleep(0.5)
+            waiter = threading.Thread(target=again)
+            waiter.start()
+            try:
+                time.sleep(0.5)
+                for event in mine:
+                    event.rollback()  # the bell rings: a's fetch deals them to b again
+                deadline = time.monotonic() + 5
+                while len(came) < len(mine) and time.monotonic() < deadline:
+                    time.sleep(0.005)
+            finally:
+                stop.set()
+                waiter.join(10)
+        finally:
+            halt()
+    assert [e.text for e in came] == [e.text for e in mine]
+    assert all(e.redelivered for e in came), [(e.text, e.redelivered) for e in came]

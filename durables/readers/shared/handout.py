@@ -119,6 +119,10 @@ class SharedHandout:
         self.seen = SeenMessages()
         self.store_version = 0
         self._in_flight: list[str] = []
+        self._rolled_back: set[str] = set()
+        """Events rolled back here and not dealt again since: until the rollback has run,
+        they are still in this consumer's pending list, where a read racing it (another
+        thread's fetch or wait) must not take them for new ones."""
         self._counted: set[str] = set()
         """Events dealt with a redelivery count, until acknowledged: only their counts need
         dropping with a plain acknowledgement (`_acks`)."""
@@ -164,6 +168,7 @@ class SharedHandout:
         self.to_ack, self._in_flight = [], []
         self.handed.clear()
         self._counted.clear()
+        self._rolled_back.clear()
 
     def renew(self) -> Op[bool]:
         return script("renew_member", [self.k.members(self.durable), self.k.alive(self.durable)],
@@ -361,11 +366,13 @@ class SharedHandout:
         ids = [event.id for event in built if event is not None and not duplicate(event)]
         # The usual batch, checked by whole-set operations: nothing trimmed, lately
         # acknowledged or handed out already, no id twice (the size grows by all of them).
+        rolled_back = self._rolled_back
         if (
             len(ids) == len(built)
             and handed.isdisjoint(ids)
             and acked.isdisjoint(ids)
             and acked_before.isdisjoint(ids)
+            and (not rolled_back or rolled_back.isdisjoint(ids))
         ):
             before = len(handed)
             handed.update(ids)
@@ -380,23 +387,46 @@ class SharedHandout:
             elif event.id in acked or event.id in acked_before or event.id not in fresh:
                 self.to_ack.append(event.id)  # the ack was lost, or stored twice
                 self.discarded += 1
+            elif event.id in rolled_back and event.id not in counts:
+                continue  # read before its rollback ran: it comes again, counted
             elif event.id not in handed:
+                rolled_back.discard(event.id)
                 handed.add(event.id)
                 events.append(event)
         return events
 
-    def wait(self, newest: str, rung: str, seconds: float) -> Op[Any]:
-        """Block until the stream grows or the bell rings (events dealt, window room); a
-        keyed consumer also until its own bell rings (lib/watch.lua: unless it watches,
-        `newest` and `rung` are the last possible id, and only its own bell wakes it)."""
+    def wait(self, newest: str, rung: str, seconds: float, *, read: bool = True) -> list[Op[Any]]:
+        """Block until the stream grows or the bell rings (events dealt, window room).
+
+        A keyed consumer also wakes when its own bell rings (lib/watch.lua: unless it
+        watches, `newest` and `rung` are the last possible id, and only its own bell wakes
+        it), and with `read` its pending list is read right behind the wait, in the same
+        round trip: a consumer rung because another's fetch dealt it events has them without
+        a fetch of its own (`on_wait`)."""
         block = max(1, int(seconds * 1000))
-        if self.pooled:
-            return command("XREAD", "COUNT", 1, "BLOCK", block, "STREAMS", self.k.stream,
-                           self.k.bell(self.durable), self._fetch_keys[13], newest, rung,
-                           self._chime, context=self.context)  # fmt: skip
-        return command("XREAD", "COUNT", 1, "BLOCK", block, "STREAMS",
-                       self.k.stream, self.k.bell(self.durable), newest, rung,
-                       context=self.context)  # fmt: skip
+        if not self.pooled:
+            return [command("XREAD", "COUNT", 1, "BLOCK", block, "STREAMS", self.k.stream,
+                            self.k.bell(self.durable), newest, rung,
+                            context=self.context)]  # fmt: skip
+        wait: Op[Any] = command("XREAD", "COUNT", 1, "BLOCK", block, "STREAMS",
+                                self.k.stream, self.k.bell(self.durable), self._fetch_keys[13],
+                                newest, rung, self._chime, context=self.context)  # fmt: skip
+        if not read:
+            return [wait]
+        counted = command("EXISTS", self.k.redeliveries(self.durable), parse=as_int,
+                          context=self.context)  # fmt: skip
+        return [wait, self._pending(), counted]
+
+    def on_wait(self, replies: Sequence[Any]) -> list[Event]:
+        """The events a keyed consumer's wait brought (`wait` with `read`): those of its
+        pending list it does not hold yet, unless some event of the durable has a
+        redelivery count (the read carries none: then the next fetch brings them, counted)."""
+        if len(replies) < 3:
+            return []
+        _rung, pending, counted = replies
+        if counted or not pending:
+            return []
+        return self._events(pending, {})
 
     def commit(self, events: Sequence[Event]) -> None:
         """Acknowledge events handed out here (an event rolled back, acknowledged already,
@@ -452,6 +482,9 @@ class SharedHandout:
         ids = [e.id for e in events]
         self.handed.difference_update(ids)
         self._counted.difference_update(ids)  # counted again when dealt again
+        if len(self._rolled_back) >= RECENT_ACKS:  # most went to others: the oldest go
+            self._rolled_back.clear()
+        self._rolled_back.update(ids)
         self.tap_open, self.wait_open = False, 0  # the script closes every tap: these first
         k, d = self.k, self.durable
         return script("rollback_shared", [k.stream, k.redo(d), k.delayed(d), k.redeliveries(d),

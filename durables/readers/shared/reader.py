@@ -82,17 +82,30 @@ class SharedReader(Reader[C]):
                 self._notice(dealt.notice)
             remaining = deadline - clock()
             if dealt.events or remaining <= 0:
-                with self.lock:
-                    leave = self.state.stop_waiting()
-                if leave is not None:
-                    yield from send([leave], retry=False)
+                yield from self._stopping()
                 return dealt.events
             if dealt.waited:  # it blocked for new events through a tap already
                 continue
-            wait = self.state.wait(
-                dealt.newest, dealt.rung, min(remaining, self.ctx.settings.block_s)
-            )
-            yield from run(wait, retry=False)
+            with self.lock:
+                wait = self.state.wait(
+                    dealt.newest,
+                    dealt.rung,
+                    min(remaining, self.ctx.settings.block_s),
+                    read=not self.replicated,  # (a WAIT must cover what is handed out)
+                )
+            replies = yield from send(wait, retry=False)
+            with self.lock:
+                events = self.state.on_wait(replies)
+            if events:  # dealt by another's fetch, read behind the wait (keyed)
+                yield from self._stopping()
+                return events
+
+    def _stopping(self) -> Flow[None]:
+        """This consumer stops asking: if it watches for the others, it hands that on."""
+        with self.lock:
+            leave = self.state.stop_waiting()
+        if leave is not None:
+            yield from send([leave], retry=False)
 
     def _notice(self, text: str) -> None:
         log.warning("%s: %s", self._context, text)
