@@ -49,6 +49,32 @@ def command_calls(redis: Any, name: str) -> int:
     return int(stats.get(f"cmdstat_{name}", {}).get("calls", 0))
 
 
+def fetching(
+    consumers: dict[str, durables.Consumer], timeout: float = 0.3
+) -> tuple[list[tuple[str, str, float]], Callable[[], None]]:
+    """Each consumer fetching in a thread of its own, blocking: what arrived (name, text,
+    when), and a function that stops them."""
+    got: list[tuple[str, str, float]] = []
+    lock, stop = threading.Lock(), threading.Event()
+
+    def loop(name: str, consumer: durables.Consumer) -> None:
+        while not stop.is_set():
+            for event in consumer.fetch(timeout=timeout):
+                with lock:
+                    got.append((name, event.text, time.monotonic()))
+
+    threads = [threading.Thread(target=loop, args=pair) for pair in consumers.items()]
+    for thread in threads:
+        thread.start()
+
+    def halt() -> None:
+        stop.set()
+        for thread in threads:
+            thread.join(timeout=5)
+
+    return got, halt
+
+
 @contextmanager
 def fetch_loops(
     channel: durables.Channel,

@@ -77,7 +77,11 @@ def test_a_holder_paused_in_a_blocked_fetch_never_delivers_what_its_heir_got(
             with heir:
                 got = heir.fetch(timeout=5)
                 os.kill(proc.pid, signal.SIGCONT)
-                lines.until(partial(_counted, "lost ", n + 1), 20)
+                # its lease lost while the heir holds it: not a retry of its attach that
+                # found the heir still there ('lost DurableInUseError'), which let a round
+                # pass before the holder resumed, so that it found the lease free again,
+                # attached again silently, and the next round waited for it in vain
+                lines.until(partial(_counted, "lost LeaseLostError", n + 1), 20)
                 to_heir += [e.text for e in got]
                 heir.commit()
     held = [line.removeprefix("got ") for line in lines.seen if line.startswith("got ")]

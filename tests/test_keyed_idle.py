@@ -9,7 +9,7 @@ import signal
 import textwrap
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 
 import pytest
@@ -19,38 +19,12 @@ import durables
 
 from .children import first_line, python_child
 from .conftest import FAST, Connect
-from .helpers import command_calls
+from .helpers import command_calls, fetching
 
 pytestmark = pytest.mark.both_clients
 
 Got = list[tuple[str, str, float]]
 """What arrived: (consumer, text, when)."""
-
-
-def _fetching(
-    consumers: dict[str, durables.Consumer], timeout: float
-) -> tuple[Got, Callable[[], None]]:
-    """Each consumer fetching in a thread of its own, blocking up to `timeout`: what
-    arrived, and a function that stops them."""
-    got: Got = []
-    lock, stop = threading.Lock(), threading.Event()
-
-    def loop(name: str, consumer: durables.Consumer) -> None:
-        while not stop.is_set():
-            for event in consumer.fetch(timeout=timeout):
-                with lock:
-                    got.append((name, event.text, time.monotonic()))
-
-    threads = [threading.Thread(target=loop, args=pair) for pair in consumers.items()]
-    for thread in threads:
-        thread.start()
-
-    def halt() -> None:
-        stop.set()
-        for thread in threads:
-            thread.join(timeout=10)
-
-    return got, halt
 
 
 @contextmanager
@@ -60,7 +34,7 @@ def _waiting(channel: durables.Channel, names: str, timeout: float) -> Iterator[
     dur = channel.durable("work", kind="keyed")
     consumers = {name: dur.consumer(name, prefetch=5, auto_ack=True) for name in names}
     try:
-        got, halt = _fetching(consumers, timeout)
+        got, halt = fetching(consumers, timeout)
         try:
             time.sleep(0.6)  # all waiting
             yield got
@@ -114,7 +88,7 @@ def test_a_watcher_that_stops_asking_hands_the_watch_on(channel: durables.Channe
         dur.consumer("b", prefetch=5, auto_ack=True) as b,
     ):
         assert a.fetch(timeout=0.3) == []  # it watched, and stops asking
-        got, halt = _fetching({"b": b}, timeout=4.0)
+        got, halt = fetching({"b": b}, timeout=4.0)
         try:
             time.sleep(0.5)  # b waits for its bell (or watches, once a handed it on)
             sent = time.monotonic()
@@ -156,7 +130,7 @@ def test_a_keyed_watcher_killed_while_it_watches_holds_the_others_up_no_longer_t
         assert first_line(proc) == "attached"
         time.sleep(0.5)  # it waits first: it watches
         with dur.consumer("survivor", prefetch=5, auto_ack=True) as survivor:
-            got, halt = _fetching({"survivor": survivor}, timeout=0.3)
+            got, halt = fetching({"survivor": survivor}, timeout=0.3)
             try:
                 time.sleep(0.5)
                 os.kill(proc.pid, signal.SIGKILL)
@@ -183,7 +157,7 @@ def test_deleting_a_keyed_durable_takes_its_members_bells(channel: durables.Chan
         dur.consumer("a", prefetch=5, auto_ack=True) as a,
         dur.consumer("b", prefetch=5, auto_ack=True) as b,
     ):
-        got, halt = _fetching({"a": a, "b": b}, timeout=0.5)
+        got, halt = fetching({"a": a, "b": b}, timeout=0.5)
         try:
             time.sleep(0.6)  # both waiting, one watching
             for i in range(10):
@@ -222,7 +196,7 @@ def test_an_event_dealt_again_to_a_waiting_keyed_consumer_comes_flagged(
                     came.append(event)
                     event.ack()
 
-        _, halt = _fetching({"a": a}, timeout=4.0)  # a waits first: it watches
+        _, halt = fetching({"a": a}, timeout=4.0)  # a waits first: it watches
         try:
             time.sleep(0.5)
             waiter = threading.Thread(target=again)

@@ -43,26 +43,42 @@ def paused_replicas(sentinel_set: SentinelSet) -> Iterator[list[int]]:
         sentinel_set.wait_replicas_in_sync()
 
 
-@pytest.mark.parametrize("kind", ["exclusive", "shared"])
+@pytest.mark.parametrize("kind", ["exclusive", "shared", "serial", "keyed"])
+@pytest.mark.parametrize("blocked", [False, True], ids=["published_before", "answers_the_read"])
 def test_a_replicated_read_holds_back_events_no_replica_has_yet(
     sentinel_set: SentinelSet,
     paused_replicas: list[int],
     namespace: str,
     connect: Connect,
     kind: durables.Kind,
+    blocked: bool,
 ) -> None:
+    """With the replicas stopped, an event read is held back, not lost, whether it was
+    published before the fetch or answers the fetch's blocked read. `WAIT` counts the last
+    write its connection made, and a blocked read answered by a publish is not one (the
+    server replicates its effect in the publisher's name): a write of the reader's own must
+    come before the `WAIT`."""
     settings = {**FAST, "replica_timeout_s": 0.2}
     with connect(sentinel_set.primary().url, namespace=namespace, **settings) as client:
         ch = client.channel("orders")
         dur = ch.durable("audit", kind=kind)
         with dur.consumer("c", replicated=1) as c:
             ch.publish("a")
-            assert [e.text for e in c.fetch(timeout=2)] == ["a"]  # replicas up: at once
+            (a,) = c.fetch(timeout=2)
+            assert a.text == "a"  # replicas up: at once
+            a.ack()  # now: no write of this consumer after the replicas stop
+            assert c.fetch(timeout=0.3) == []
             for pid in paused_replicas:
                 os.kill(pid, signal.SIGSTOP)
-            ch.publish("b")
+            publisher = threading.Timer(0.3 if blocked else 0, ch.publish, ["b"])
+            publisher.start()
+            if not blocked:
+                publisher.join(10)
             started = time.monotonic()
-            assert c.fetch(timeout=1.0) == []  # read, but no replica confirmed it
+            try:
+                assert c.fetch(timeout=1.0) == []  # read, but no replica confirmed it
+            finally:
+                publisher.join(10)
             assert time.monotonic() - started < 3
             for pid in paused_replicas:
                 os.kill(pid, signal.SIGCONT)
@@ -107,9 +123,17 @@ class Keep:
         self.got.append(event.text)
 
 
+@pytest.mark.parametrize("blocked", [False, True], ids=["published_before", "answers_the_read"])
 def test_a_replicated_session_delivers_only_what_a_replica_holds(
-    sentinel_set: SentinelSet, paused_replicas: list[int], namespace: str, connect: Connect
+    sentinel_set: SentinelSet,
+    paused_replicas: list[int],
+    namespace: str,
+    connect: Connect,
+    blocked: bool,
 ) -> None:
+    """Whether the event came before the delivery's read or answered it while it blocked
+    (then the server replicates the read's effect in the publisher's name, and `WAIT`
+    would not count it), it waits for a replica."""
     settings = {**FAST, "replica_timeout_s": 0.2}
     with connect(sentinel_set.primary().url, namespace=namespace, **settings) as client:
         ch = client.channel("orders")
@@ -119,6 +143,8 @@ def test_a_replicated_session_delivers_only_what_a_replica_holds(
         s.ready_for_events()
         ch.publish("a")
         assert wait_for(lambda: keep.got == ["a"], 10)
+        if blocked:
+            time.sleep(0.5)  # the delivery blocks in its read by now
         for pid in paused_replicas:
             os.kill(pid, signal.SIGSTOP)
         ch.publish("b")
@@ -130,64 +156,3 @@ def test_a_replicated_session_delivers_only_what_a_replica_holds(
         s.close()
         with pytest.raises(durables.ConfigError, match="replicated"):
             client.session("other", replicated=-1)
-
-
-def test_a_replicated_session_waits_for_an_event_that_answers_its_blocked_read(
-    sentinel_set: SentinelSet, paused_replicas: list[int], namespace: str, connect: Connect
-) -> None:
-    """`WAIT` counts the last write its connection made, and a blocked read answered by a
-    publish is not one (the server propagates its effect in the publisher's name): the
-    event the read took must still wait for a replica."""
-    settings = {**FAST, "replica_timeout_s": 0.2}
-    with connect(sentinel_set.primary().url, namespace=namespace, **settings) as client:
-        ch = client.channel("orders")
-        s = client.session("phone", timeout=30, replicated=1)
-        s.register_interest("orders")
-        s.add_listener("orders", keep := Keep())
-        s.ready_for_events()
-        ch.publish("a")
-        assert wait_for(lambda: keep.got == ["a"], 10)
-        time.sleep(0.5)  # the delivery blocks in its read by now
-        for pid in paused_replicas:
-            os.kill(pid, signal.SIGSTOP)
-        ch.publish("b")
-        time.sleep(1.0)
-        assert keep.got == ["a"]  # read, but no replica confirmed it yet
-        for pid in paused_replicas:
-            os.kill(pid, signal.SIGCONT)
-        assert wait_for(lambda: keep.got == ["a", "b"], 10)
-        s.close()
-
-
-@pytest.mark.parametrize("kind", ["exclusive", "shared", "serial", "keyed"])
-def test_a_replicated_fetch_waits_for_an_event_that_answers_its_blocked_read(
-    sentinel_set: SentinelSet,
-    paused_replicas: list[int],
-    namespace: str,
-    connect: Connect,
-    kind: durables.Kind,
-) -> None:
-    settings = {**FAST, "replica_timeout_s": 0.2}
-    with connect(sentinel_set.primary().url, namespace=namespace, **settings) as client:
-        ch = client.channel("orders")
-        dur = ch.durable("audit", kind=kind)
-        with dur.consumer("c", replicated=1) as c:
-            ch.publish("a")
-            (a,) = c.fetch(timeout=2)
-            a.ack()  # now: no write of this consumer after the replicas stop
-            assert c.fetch(timeout=0.3) == []
-            for pid in paused_replicas:
-                os.kill(pid, signal.SIGSTOP)
-            publisher = threading.Timer(0.3, ch.publish, ["b"])  # while fetch() blocks
-            publisher.start()
-            try:
-                assert c.fetch(timeout=1.0) == []  # read, but no replica confirmed it
-            finally:
-                publisher.join(10)
-            for pid in paused_replicas:
-                os.kill(pid, signal.SIGCONT)
-            got: list[str] = []
-            deadline = time.monotonic() + 10
-            while not got and time.monotonic() < deadline:
-                got += [e.text for e in c.fetch(timeout=0.5)]
-            assert got == ["b"]

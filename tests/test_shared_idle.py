@@ -10,7 +10,7 @@ import signal
 import textwrap
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
 import pytest
@@ -22,7 +22,7 @@ from durables.keys import ChannelKeys
 
 from .children import first_line, python_child
 from .conftest import FAST, Connect
-from .helpers import command_calls, publish, texts
+from .helpers import command_calls, fetching, publish, texts
 from .servers import RedisProcess
 
 pytestmark = [pytest.mark.on_cluster, pytest.mark.both_clients]
@@ -65,32 +65,6 @@ def test_idle_consumers_take_events_published_one_at_a_time_in_ring_order(
     assert channel.ctx.executor.redis.keys(f"{ns}:{{{channel.name}}}:*") == []
 
 
-def _fetching(
-    consumers: dict[str, durables.Consumer], timeout: float = 0.3
-) -> tuple[list[tuple[str, str, float]], Callable[[], None]]:
-    """Each consumer fetching in a thread of its own, blocking: what arrived (name, text,
-    when), and a function that stops them."""
-    got: list[tuple[str, str, float]] = []
-    lock, stop = threading.Lock(), threading.Event()
-
-    def loop(name: str, consumer: durables.Consumer) -> None:
-        while not stop.is_set():
-            for event in consumer.fetch(timeout=timeout):
-                with lock:
-                    got.append((name, event.text, time.monotonic()))
-
-    threads = [threading.Thread(target=loop, args=pair) for pair in consumers.items()]
-    for thread in threads:
-        thread.start()
-
-    def halt() -> None:
-        stop.set()
-        for thread in threads:
-            thread.join(timeout=5)
-
-    return got, halt
-
-
 def _one_at_a_time(channel: durables.Channel, got: Sequence[object], count: int) -> None:
     """Publish e1..e<count>, each once the one before has arrived (or 5 s have passed)."""
     for i in range(1, count + 1):
@@ -119,7 +93,7 @@ def _three_waiting(
         dur.consumer("b", prefetch=5, auto_ack=True) as b,
         dur.consumer("c", prefetch=5, auto_ack=True) as c,
     ):
-        got, halt = _fetching({"a": a, "b": b, "c": c}, timeout)
+        got, halt = fetching({"a": a, "b": b, "c": c}, timeout)
         try:
             time.sleep(0.5)  # all three waiting
             yield got
@@ -246,7 +220,7 @@ def test_a_consumer_that_stops_asking_does_not_hold_up_the_others(
         dur.consumer("b", prefetch=5, auto_ack=True) as b,
     ):
         assert a.fetch(timeout=0.2) == []  # it waited, and stops asking
-        got, halt = _fetching({"b": b}, timeout=2)
+        got, halt = fetching({"b": b}, timeout=2)
         try:
             time.sleep(0.3)
             channel.publish("e1")  # a's turn: dealt to it, though it does not ask
@@ -283,7 +257,7 @@ def test_a_consumer_killed_while_it_watches_holds_the_others_up_no_longer_than_a
     with python_child(WATCHER, server_url, namespace) as proc:
         assert first_line(proc) == "attached"  # first in the ring
         with dur.consumer("survivor", prefetch=5, auto_ack=True) as survivor:
-            got, halt = _fetching({"survivor": survivor})
+            got, halt = fetching({"survivor": survivor})
             try:
                 time.sleep(0.8)  # both waiting, the doomed one watching
                 os.kill(proc.pid, signal.SIGKILL)
