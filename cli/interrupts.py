@@ -17,6 +17,8 @@ from contextlib import contextmanager
 from types import FrameType
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+SLICE_S = 0.25
+"""The longest a stop waits for a sleep (`StopRequest.sleep`)."""
 
 
 class _Woken(KeyboardInterrupt):
@@ -42,11 +44,19 @@ class StopRequest:
             raise _Woken
 
     def sleep(self, seconds: float) -> bool:
-        """Sleep `seconds` or until a stop is requested; whether one was."""
+        """Sleep `seconds` or until a stop is requested; whether one was.
+
+        In slices: the kernel may deliver the signal to another thread of the process (the
+        client's heartbeat), and Python runs the handler in the main thread only when it
+        next runs: a sleep woken by the signal alone would then last its whole length."""
+        deadline = time.monotonic() + seconds
         try:
             self._sleeping = True
-            if not self.requested:
-                time.sleep(seconds)
+            while not self.requested:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                time.sleep(min(left, SLICE_S))
         except _Woken:
             pass
         finally:

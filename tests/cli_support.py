@@ -17,6 +17,7 @@ from click.testing import CliRunner, Result
 # which mypy cannot follow: so the modules are looked up at run time and typed here.
 CLI: click.Group = importlib.import_module("durables_cli.main").cli
 exits: Any = importlib.import_module("durables_cli.exits")
+interrupts: Any = importlib.import_module("durables_cli.interrupts")
 property_value: Any = importlib.import_module("durables_cli.channels").property_value
 tour: Any = importlib.import_module("durables_cli.tour")  # what `durables demo` runs
 
