@@ -1,15 +1,16 @@
--- Library (`--@include watch`, after `members`): how idle members of a
--- keyed durable wait, so that a published event wakes one of them and not all.
+-- Library (`--@include watch`, after `members`): how idle members of a keyed durable
+-- wait, so that a published event wakes one of them and not all.
 --
 -- One idle member at a time watches: it waits for the channel and the durable's bell
 -- (acknowledgements, rollbacks and leaves ring it). The others wait for their own bell
 -- alone (member_bell: a stream of one entry, deleted when the member leaves, and lapsing
--- by itself): the watcher's
--- fetch deals what came, by key, and rings the bells of the waiting members it dealt to,
--- and only theirs. A watcher that stops waiting (it got events, or asks without blocking)
--- hands the watch on: it rings one other waiting member, whose fetch takes it over. A
--- watcher that died watching loses the watch when its term ends (its wait's block time and
--- a grace); the others' waits end by then too, and the first to fetch watches.
+-- by itself). The watcher's fetch deals what came, by key, and rings the bells of the
+-- waiting members it dealt to, and only theirs; each reads its pending list right behind
+-- its wait (the consumer's side), so it has the events without a fetch of its own. A
+-- watcher that stops waiting (it got events, or asks without blocking) hands the watch
+-- on: it rings one other waiting member, whose fetch takes it over. A watcher that died
+-- watching loses the watch when its term ends (its wait's block time and a grace); the
+-- others' waits end by then too, and the first to fetch watches.
 --
 -- d.waits (hash), for a keyed durable: member -> KEYED_WAIT while it waits at its bell;
 -- WATCH -> '<member> <end of its term, server ms>'.
