@@ -32,7 +32,6 @@ import json
 import logging
 import secrets
 from collections.abc import Sequence
-from dataclasses import dataclass
 from functools import partial
 from typing import Any, cast
 
@@ -42,6 +41,7 @@ from ...ops.base import Op, as_bool, as_int, command, script
 from ...reply_parsers import entries_read, text
 from ...selector import Selector
 from . import handout_replies as parsed
+from .handout_replies import Dealt
 
 log = logging.getLogger(__name__)
 TAP_CLOSED = frozenset({"NOGROUP", "UNBLOCKED"})
@@ -59,18 +59,6 @@ consumer that stops asking lets it expire, and the line passes on."""
 
 RECENT_ACKS = 10_000
 """How many acknowledged ids a consumer remembers to discard exact duplicates (bounded)."""
-
-
-@dataclass(frozen=True)
-class Dealt:
-    """What one fetch brought: where to wait from, the events, and a notice if any."""
-
-    newest: str
-    rung: str
-    events: list[Event]
-    notice: str | None = None
-    waited: bool = False
-    """The fetch already blocked for new events (through a tap): fetch again, no wait."""
 
 
 class SharedHandout:

@@ -1,17 +1,34 @@
 """The replies of the shared, serial and keyed consumer's scripts and reads, parsed for
 its state machine (`handout`): redelivery counts, an attachment, acknowledgements made or
-refused, a read through a tap. Pure, as the state machine is (layer 2)."""
+refused, a read through a tap, and what one fetch brought (`Dealt`). Pure, as the state
+machine is (layer 2)."""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from ...reply_parsers import entries_read
 
+if TYPE_CHECKING:
+    from ...events import Event
+
 log = logging.getLogger("durables.readers.shared.handout")
 """The state machine's logger: what a refusal says is the consumer's to say."""
+
+
+@dataclass(frozen=True)
+class Dealt:
+    """What one fetch brought: where to wait from, the events, and a notice if any."""
+
+    newest: str
+    rung: str
+    events: list[Event]
+    notice: str | None = None
+    waited: bool = False
+    """The fetch already blocked for new events (through a tap): fetch again, no wait."""
 
 
 def counts(flat: Sequence[bytes]) -> dict[str, int]:
@@ -56,4 +73,4 @@ def tapped(reply: Any) -> list[Any] | None:
     return None if isinstance(reply, Exception) else entries_read(reply)
 
 
-__all__ = ["acks_made", "attached", "counts", "settled", "tapped"]
+__all__ = ["Dealt", "acks_made", "attached", "counts", "settled", "tapped"]
