@@ -1,10 +1,11 @@
 """The README's loops through a black hole longer than the lease: no exception reaches the
 application, every event arrives, and those that come again are flagged. An ack() whose
 lease lapsed in the outage returns (counted in `consumer.lost_acks`); the consumer attaches
-again at its next fetch."""
+again at its next fetch. A read whose reply a shorter outage lost is read again first."""
 
 from __future__ import annotations
 
+import threading
 import time
 
 import pytest
@@ -126,3 +127,68 @@ def test_closing_a_consumer_while_the_server_is_away_does_not_fail_and_its_lease
             assert [e.id for e in again] == published
             assert all(e.redelivered for e in again)
             next_one.commit()
+
+
+def _blocked_reads(server: RedisProcess) -> int:
+    """Clients blocked in XREADGROUP on the server now."""
+    with server.client() as raw:
+        return sum(1 for c in raw.client_list() if c["cmd"] == "xreadgroup" and "b" in c["flags"])
+
+
+EU = {"region": "eu"}
+LATER = {
+    "unfiltered": [durables.Message("later")],
+    "filtered": [durables.Message("later", properties=EU), durables.Message("us")],
+}
+"""What follows the lost read. Filtered: the next read (two at a time) skips an event the
+filter leaves out, and a cumulative ack up to it would cover 'later' too."""
+
+
+@pytest.mark.parametrize("case", sorted(LATER))
+def test_a_read_whose_reply_was_lost_comes_first_when_the_next_read_reconnects(
+    server: RedisProcess, server_url: str, namespace: str, connect: Connect, case: str
+) -> None:
+    """The server answers an exclusive consumer's blocked read, and the answer is lost in a
+    black hole; the fetch ends while the server is still away. The next fetch's read makes
+    the reconnection itself (in its own round trip, with no attach before it) and reads
+    later events: the lost read's events come first all the same, and nothing is
+    acknowledged unseen by the cumulative acks that follow."""
+    settings = {
+        **RIDE,
+        "lease_timeout_s": 20.0,  # the lease holds through the whole outage
+        "block_s": 2.0,
+        "socket_timeout_s": 3.0,
+        "connect_timeout_s": 1.0,
+        "read_batch": 2,
+    }
+    with (
+        FaultProxy(server.port) as proxy,
+        connect(proxy.url, namespace=namespace, **settings) as client,
+        durables.connect(server_url, namespace=namespace, **FAST) as near,
+    ):
+        spec = {"filter": "region = 'eu'"} if case == "filtered" else {}
+        durable = client.channel("orders").durable("billing", kind="exclusive", **spec)
+        near_orders = near.channel("orders")
+        with durable.consumer(auto_ack=True) as consumer:
+
+            def answer_the_blocked_read_into_a_black_hole() -> None:
+                assert wait_for(lambda: _blocked_reads(server) == 1, 10)
+                proxy.blackhole()
+                near_orders.publish_many(
+                    [durables.Message(f"lost-reply-{i}", properties=EU) for i in range(2)]
+                )
+
+            staging = threading.Thread(target=answer_the_blocked_read_into_a_black_hole)
+            staging.start()
+            assert consumer.fetch(timeout=2.5) == []  # ends with the server away
+            staging.join(10)
+            billing = near_orders.durable("billing")
+            assert billing.transaction_depth() == 2  # read, pending, the reply lost
+            proxy.blackhole(False)
+            near_orders.publish_many(LATER[case])
+            got: list[str] = []
+            deadline = time.monotonic() + 10
+            while len(got) < 3 and time.monotonic() < deadline:
+                got += [e.text for e in consumer.fetch(timeout=1.0)]  # auto-ack: cumulative
+        assert got == ["lost-reply-0", "lost-reply-1", "later"]
+        assert billing.depth() == 0

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 import durables
+from durables.io.recovery import PROBE, RENEW, Backoff, Link, waiting
 
 from .conftest import FAST, Connect
 from .helpers import fetch_loops, wait_for
@@ -134,6 +135,25 @@ def test_fetch_waits_out_an_outage_within_its_timeout(
             eid = ch.publish("back")
             got = consumer.fetch(timeout=5)
             assert [e.id for e in got] == [eid]
+
+
+def test_a_recovery_whose_scripts_did_not_load_waits_on_for_a_reconnection() -> None:
+    """The probe answered, but loading the scripts met the outage again: that is no
+    reconnection (the epoch is the same, and a reader told the server answers would read
+    on without attaching again, past a read whose reply was lost). The wait probes on,
+    and ends once a renewal reconnects."""
+    link = Link(60.0)
+    link.lost()
+    wait = waiting(link, None)
+    assert next(wait) == PROBE
+    assert wait.send(True) == RENEW  # the server answers: renew the pool, load the scripts
+    assert isinstance(wait.send(None), Backoff)  # they did not load: still reconnecting
+    assert wait.send(None) == PROBE
+    assert wait.send(True) == RENEW
+    link.reconnected()  # they loaded this time
+    with pytest.raises(StopIteration) as done:
+        wait.send(None)
+    assert done.value.value is True and link.epoch == 1
 
 
 def test_past_reconnect_timeout_a_subscription_ends_with_connection_lost(

@@ -273,14 +273,17 @@ def waiting(link: Link, until: float | None) -> Generator[WaitStep, Any, bool]:
     (True, once renewed), with the link's backoff between probes; False if the monotonic
     time `until` came first; past `reconnect_timeout_s` since the outage began, the state
     is "closed" and `ConnectionLostError` raised (`Link.pauses`). Closing the client ends
-    the wait (`ClientClosedError`)."""
+    the wait (`ClientClosedError`). A renewal that met the outage again (the scripts did
+    not load) is no reconnection: the epoch did not change, and a reader told the server
+    answers would go on without attaching again; the wait goes on."""
     link.lost()
     pauses = link.pauses(until)
     while not link.connected:
         link.check_open()
         if (yield PROBE):
             yield RENEW
-            return True
+            if link.connected:
+                return True
         pause = next(pauses, None)
         if pause is None:
             return False

@@ -93,6 +93,7 @@ class ExclusiveCursor:
         self.deferred: str | None = None  # cumulative ack to send with the next read
         self.handed: tuple[int, int] = (0, 0)  # newest id handed to the application
         self._handed_before = self.handed  # before the last read's events (`withdraw`)
+        self._skipped_before: str | None = None  # before the last read (`withdraw`)
         self.resumed_below: tuple[int, int] | None = None  # after a re-attach: held already
         self._in_flight: str | None = None
         self._sent: str | None = None  # the last cumulative ack made (`ack_refused`)
@@ -209,6 +210,7 @@ class ExclusiveCursor:
         # restart, a failover before the XACKs replicated) offers acknowledged events again.
         # Entries come in id order, so only a leading run can be held.
         held = self.resumed_below if self.cursor != ">" else self.handed
+        self._handed_before, self._skipped_before = self.handed, self.skipped
         start = 0
         if held is not None:
             while start < len(entries) and ids.key(entries[start][0].decode()) <= held:
@@ -230,17 +232,19 @@ class ExclusiveCursor:
                 continue
             events.append(event)
         if events:
-            self._handed_before = self.handed
             self.handed = max(self.handed, ids.key(events[-1].id))
             self.unacked += [event.id for event in events]
         return events
 
     def withdraw(self, events: Sequence[Event]) -> None:
         """The events of the last read were not handed to the application after all (the
-        lease was lost meanwhile): the next attach reads them again."""
+        lease was lost meanwhile, or the read came after a reconnection not yet followed
+        by an attach): the next attach reads them again. What that read skipped is not
+        acknowledged either: a cumulative ack up to it would cover the events withdrawn."""
         gone = {event.id for event in events}
         self.unacked = [i for i in self.unacked if i not in gone]
         self.handed = self._handed_before
+        self.skipped = self._skipped_before
 
     def _skip(self, event_id: str) -> None:
         if self.skipped is None or ids.key(event_id) > ids.key(self.skipped):

@@ -140,14 +140,25 @@ class ExclusiveReader(Reader[C]):
             with self.lock:
                 events, again = self.state.on_read(replies[: len(ops)])
             self._touched()
-            if events:
+            if self._epoch != self.ctx.executor.epoch:
+                yield from self._reread(events)  # then its pending list first, if time is left
+            elif events:
                 return (yield from self._fenced(self._waited(replies, events)))
-            if again:
+            elif again:
                 continue
-            if replies[-1]:  # entries came, all skipped by the filter
+            elif replies[-1]:  # entries came, all skipped by the filter
                 return []
             if deadline - clock() <= 0:
                 return []
+
+    def _reread(self, events: list[Event]) -> Flow[None]:
+        """A read that went out after a reconnection this consumer has not attached again
+        since (made in the read's own round trip, or by another thread after `reading`
+        looked): a read before the outage may have lost its reply, its events pending and
+        never handed out, and a cumulative ack of these later ones would acknowledge them
+        unseen. So these are withdrawn, and the attach reads the pending list first."""
+        self._withdraw(events)
+        yield from self.reattaching()
 
     def _fenced(self, events: list[Event]) -> Flow[list[Event]]:
         """`events`, if the lease is surely still this consumer's; else, once the server
