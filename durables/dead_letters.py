@@ -1,6 +1,6 @@
 """Dead letters: events a shared or serial durable gave up on after `max_deliveries`.
 
-The dispatcher (`fetch_shared.lua`) moves such an event, with its fields, the
+The dispatchers (`fetch_shared.lua` and its kin) move such an event, with its fields, the
 reason and the delivery count, to the durable's dead-letter stream and
 acknowledges it on the durable. From there it can be read and replayed. Flows
 (`ops.flows`) both clients drive.

@@ -38,6 +38,8 @@ NAMES = (
     "trim",
     "attach_shared",
     "fetch_shared",
+    "fetch_serial",
+    "fetch_keyed",
     "settle_shared",
     "join_shared",
     "ack_shared",

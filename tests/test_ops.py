@@ -148,6 +148,11 @@ def test_scripts_leave_out_the_library_functions_they_never_call() -> None:
     assert "local function rooms(" not in join and "local function rooms(" in settle
     assert "local function watch(" in join and "local function set_tap(" in join
     assert "local function pick(" in scripts.source("fetch_shared")
+    # one dispatcher per kind: each defines only what its kind calls
+    assert "local function deal_keyed(" not in scripts.source("fetch_shared")
+    assert "local function settle(" not in scripts.source("fetch_serial")
+    assert "local function settle(" not in scripts.source("fetch_keyed")
+    assert "local function deal_keyed(" in scripts.source("fetch_keyed")
     kept = scripts.unused_dropped(
         "local function a()\n  return b()\nend\nlocal function b()\n  return 1\nend\n"
         "local function c()\n  return a()\nend\n-- c() is named in a comment only\nreturn a()\n"

@@ -292,7 +292,7 @@ def test_serial_fetch_reads_new_events_through_its_tap_and_keeps_it_while_it_ask
     )
     assert closed.events == [] and closed.waited and not h.tap_open
     deal = h.fetch(0.5)[0]  # the tap was closed: the acks were not made, the dispatcher has them
-    assert deal.script == "fetch_shared" and deal.args[6:] == ("1-0",)
+    assert deal.script == "fetch_serial" and deal.args[6:] == ("1-0",)
 
 
 def test_a_tap_fetch_drops_the_redelivery_counts_of_the_events_dealt_with_one() -> None:
@@ -306,7 +306,7 @@ def test_a_tap_fetch_drops_the_redelivery_counts_of_the_events_dealt_with_one() 
     assert renew.script == "ack_tap" and renew.args[1:] == (1500, 1, "1-0", "2-0")  # counted first
     h.fetch_failed()  # not sent: through the dispatcher, which drops the counts itself
     deal = h.fetch(0.5)[0]
-    assert deal.script == "fetch_shared" and deal.args[-2:] == ("1-0", "2-0")
+    assert deal.script == "fetch_serial" and deal.args[-2:] == ("1-0", "2-0")
     h.on_fetch([dealt_reply(tap=1), [], []])  # acknowledged, the count dropped
     _renew, read = h.fetch(0.5)
     came = read.parse([[K.stream.encode(), [entry("3-0", d="c")]]])

@@ -28,6 +28,22 @@ local function wanted(stream, tree, id)
   return selector.matches(tree, selector.fields(fields_of[id]))
 end
 
+-- True if nothing divides the dealing: no filter anywhere (the durable's, the store's, a
+-- member's) and nothing handed back or delayed waiting. New events then go, in order, to
+-- whoever has room, so a member may read them itself (a tap, a wait at its door).
+local function undivided(d, spec, store, order, filters)
+  if filter_tree(spec['ast']) ~= nil or filter_tree(store['ast']) ~= nil
+      or redis.call('LLEN', d.redo) > 0 or redis.call('ZCARD', d.delayed) > 0 then
+    return false
+  end
+  for _, consumer in ipairs(order) do
+    if filters[consumer] ~= nil then
+      return false
+    end
+  end
+  return true
+end
+
 -- The serial rule: nothing new while anything dealt is unacknowledged (`busy`), and then
 -- no more than one member can take.
 local function serial_room(order, room, busy)

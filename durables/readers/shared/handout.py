@@ -82,6 +82,8 @@ class SharedHandout:
         self.serial = kind == "serial"
         self.pooled = kind == "keyed"
         """Every event is dealt through the pool (keyed: by key): no tap, no door."""
+        self._dispatcher = f"fetch_{kind}"
+        """The dispatcher script of the durable's kind (`lua/fetch_shared.lua`)."""
         d = durable
         self._fetch_keys = (
             k.stream, k.durables, k.members(d), k.alive(d), k.ring(d), k.redo(d),
@@ -185,7 +187,7 @@ class SharedHandout:
         self._stage = "deal"
         if waiting and self.wait_open and not self.pooled:
             return self._wait()
-        deal: Op[Any] = script("fetch_shared", self._fetch_keys,
+        deal: Op[Any] = script(self._dispatcher, self._fetch_keys,
                                [d, self.id, self.lease_ms, len(self.handed), took,
                                 self._block_ms, *self._in_flight],
                                context=self.context)  # fmt: skip

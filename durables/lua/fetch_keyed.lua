@@ -1,0 +1,54 @@
+#!lua flags=allow-oom
+-- The dispatcher of a keyed durable, run at each fetch of an attached consumer:
+-- fetch_shared.lua's work, with KEYS, ARGV and the reply as it describes them, for a
+-- durable that deals by key (lib/keyed.lua), through the pool only. An idle caller that
+-- asks blocking watches the channel for the others or waits for its own bell
+-- (lib/watch.lua): 3 in the reply's seventh place if it watches (else it waits for its own
+-- bell alone, and the newest ids are the last possible one), then the newest id of its
+-- own bell.
+--@include clock
+--@include ids
+--@include pool
+--@include selector
+--@include members
+--@include dispatch
+--@include reap
+--@include dead_letters
+--@include deal
+--@include fields
+--@include holds
+--@include keyed
+--@include watch
+local d = fetch_keys()
+local me = ARGV[2]
+local block_ms = tonumber(ARGV[6])
+local now = now_ms()
+local spec, refused = fetch_begin(d, 'keyed', now)
+if not spec then
+  return refused
+end
+local store = store_filter(d)
+if #ARGV >= 7 then
+  keyed_acked(d, {unpack(ARGV, 7)})  -- their keys are free for their next events
+end
+
+reap(d, now)  -- lapsed consumers' events and due rollbacks go back first in line
+local order, room, total, _, filters = rooms(d)
+local taps = live_taps(d)
+redis.call('HDEL', d.waits, me)  -- fetching: its wait, if any, is over
+local watcher, waiters = keyed_waiters(d, me, now)
+local mine_taps = taps[me]
+taps[me] = nil
+local _, buried, dealt = deal_keyed(d, me, spec, store, order, room, filters, taps, total)
+local watching = keyed_wait(d, me, watcher, waiters, dealt,
+  ARGV[5] == '2' and block_ms > 0 and (room[me] or 0) > 0 and not dealt[me], now,
+  block_ms + TAP_GRACE_MS)
+local newest = newest_id(d.stream)
+set_tap(d, KEYS[12], me, false, block_ms + TAP_GRACE_MS, listed(mine_taps, KEYS[12]))
+local redelivered = redelivered_of(d.stream, d.group, d.counts, me)
+local rung = newest_id(d.bell)
+if watching == false then  -- it waits for its own bell alone
+  newest, rung = LAST_ID, LAST_ID
+end
+return {newest, rung, redelivered, buried, store['version'], store['by'], watching and 3 or 0,
+  newest_id(KEYS[14])}
