@@ -10,6 +10,7 @@ import pytest
 from redis.exceptions import ResponseError
 
 from durables import ConnectionLostError, DurableNotFoundError, LeaseLostError
+from durables.key_hash import key_hash
 from durables.ops import sessions
 from durables.ops.sessions import interest_matches
 from durables.readers.exclusive.cursor import ExclusiveCursor
@@ -355,9 +356,10 @@ def test_shared_flush_acks_behind_the_membership_check() -> None:
     assert ack.keys == (K.stream, K.members("d"), K.redeliveries("d"))  # room: no bell
     assert ack.parse(1) is True and ack.parse(0) is False  # refused: detached meanwhile
     assert ack.parse(-1) is False  # refused: made under an earlier attachment
-    token = h.attach().args[-1]  # each attachment is named afresh, and acks carry its name
-    latest = h.attach().args[-1]
+    token = h.attach().args[5]  # each attachment is named afresh, and acks carry its name
+    latest, hashed = h.attach().args[5:]
     assert len(token) == len(latest) == 8 and token != latest
+    assert hashed == key_hash("w#1")  # the id's hash, kept for a keyed durable's dealing
     got = h.on_fetch([dealt_reply(), [entry("2-0", d="b")]]).events
     h.commit(got)
     (ack,) = h.flush()

@@ -16,6 +16,8 @@
 -- ARGV[5]  the consumer's filter tree as JSON, or '' for none
 -- ARGV[6]  a token naming this attachment (hex): acknowledgements sent on their own carry
 --          the token of the attachment they were made under (ack_shared.lua)
+-- ARGV[7]  the hash of the consumer id (durables/key_hash.py), kept for a keyed durable's
+--          dealing (lib/keyed.lua); absent from an older client: the dealing computes it
 -- Returns  {the store filter's version as this consumer sees it (0: none yet), 1 if it was
 --          a member already (attaching again after an outage within its lease), else 0:
 --          new, or detached meanwhile for a lapsed lease, so what it held was dealt again
@@ -36,7 +38,7 @@ local member = redis.call('HEXISTS', d.members, ARGV[2])
 -- The taps (keys not in KEYS) first: while a cluster moves the slot, one already moved
 -- stops the script there, before it wrote anything but deletions of taps (harmless again).
 wake_taps(KEYS[5])
-add_member(d, ARGV[2], tonumber(ARGV[3]), tree, ARGV[4], ARGV[6])
+add_member(d, ARGV[2], tonumber(ARGV[3]), tree, ARGV[4], ARGV[6], tonumber(ARGV[7]))
 local version = store_filter(d)['version']
 if ARGV[5] ~= '' then
   version = version + 1

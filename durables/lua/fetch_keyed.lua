@@ -7,6 +7,7 @@
 -- bell alone, and the newest ids are the last possible one), then the newest id of its
 -- own bell.
 --@include clock
+--@include key_hash
 --@include ids
 --@include pool
 --@include selector
@@ -33,13 +34,14 @@ if #ARGV >= 7 then
 end
 
 reap(d, now)  -- lapsed consumers' events and due rollbacks go back first in line
-local order, room, total, _, filters = rooms(d)
+local order, room, total, _, filters, _, hashes = rooms(d)
 local taps = live_taps(d)
 redis.call('HDEL', d.waits, me)  -- fetching: its wait, if any, is over
 local watcher, waiters = keyed_waiters(d, me, now)
 local mine_taps = taps[me]
 taps[me] = nil
-local _, buried, dealt = deal_keyed(d, me, spec, store, order, room, filters, taps, total)
+local _, buried, dealt = deal_keyed(d, me, spec, store, order, room, filters, taps, total,
+  hashes)
 local watching = keyed_wait(d, me, watcher, waiters, dealt,
   ARGV[5] == '2' and block_ms > 0 and (room[me] or 0) > 0 and not dealt[me], now,
   block_ms + TAP_GRACE_MS)

@@ -1,5 +1,5 @@
--- Library (`--@include keyed`, after `pool`, `members`, `dead_letters`, `deal`, `fields`
--- and `holds`): the dealing of a keyed durable. Events of one key go to one consumer at a
+-- Library (`--@include keyed`, after `key_hash`, `pool`, `members`, `dead_letters`, `deal`,
+-- `fields` and `holds`): the dealing of a keyed durable. Events of one key go to one consumer at a
 -- time, in publish order; different keys go to different consumers in parallel.
 --   * A key's owner is the attached consumer that scores highest for it (rendezvous
 --     hashing, the same function as durables/key_hash.py): a join takes about 1/n of the
@@ -18,49 +18,39 @@
 --
 -- `d` as in members.lua and deal.lua, with also d.holds (lib/holds.lua).
 local KEYED_LOOKAHEAD = 1000
-local KEY_PRIME = 67108859  -- below 2^26: squares stay exact in a double
-
-local function key_mixed(value)
-  for _ = 1, 2 do
-    value = (value * 48271 + 11) % KEY_PRIME
-    value = (value * value + 7) % KEY_PRIME
-  end
-  return value
-end
-
--- The hash of a key (its bytes), as durables.key_hash.key_hash.
-local function key_hash(key)
-  local value = 0
-  for i = 1, #key do
-    value = (value * 257 + string.byte(key, i) + 1) % KEY_PRIME
-  end
-  return key_mixed(value)
-end
 
 -- The member whose filter takes event `id` and scores highest for the key hash `hashed`
--- (ties to the smallest id), or nil.
+-- (ties to the smallest id), or nil. `hashes`: consumer -> the hash of its id. The score is
+-- key_mixed((hashed * 65599 + hash) % KEY_PRIME), spelled out: a call per member and key
+-- cost more than the arithmetic.
 local function key_owner(stream, order, hashes, filters, hashed, id)
   local best, best_score = nil, -1
-  for _, consumer in ipairs(order) do
-    local mine = key_mixed((hashed * 65599 + hashes[consumer]) % KEY_PRIME)
-    if (mine > best_score or (mine == best_score and consumer < best))
-        and wanted(stream, filters[consumer], id) then
-      best, best_score = consumer, mine
+  local base = hashed * 65599
+  for i = 1, #order do
+    local consumer = order[i]
+    local v = (base + hashes[consumer]) % KEY_PRIME
+    v = (v * 48271 + 11) % KEY_PRIME
+    v = (v * v + 7) % KEY_PRIME
+    v = (v * 48271 + 11) % KEY_PRIME
+    v = (v * v + 7) % KEY_PRIME
+    if (v > best_score or (v == best_score and consumer < best))
+        and (filters[consumer] == nil or wanted(stream, filters[consumer], id)) then
+      best, best_score = consumer, v
     end
   end
   return best
 end
 
--- Deal waiting and new events by key (above) into the members' room. Returns whether
--- others than `me` got any, how many events were dead-lettered, and what each member got
--- (consumer -> ids).
-local function deal_keyed(d, me, spec, store, order, room, filters, taps, total)
+-- Deal waiting and new events by key (above) into the members' room. `known`: consumer ->
+-- the hash of its id, where rooms(d) had it. Returns whether others than `me` got any, how
+-- many events were dead-lettered, and what each member got (consumer -> ids).
+local function deal_keyed(d, me, spec, store, order, room, filters, taps, total, known)
   if #order == 0 or total <= 0 then
     return false, 0, {}
   end
   local hashes = {}
   for _, consumer in ipairs(order) do
-    hashes[consumer] = key_hash(consumer)
+    hashes[consumer] = known[consumer] or key_hash(consumer)  -- attached before it was kept
   end
   local limit = tonumber(spec['max_deliveries'])
   local buried, at = 0, 1

@@ -37,11 +37,12 @@ end
 
 -- A consumer joins (again) with its window and filter tree (or cjson.null), last in the ring.
 -- `token` names this attachment (ack_shared.lua refuses acknowledgements made under an
--- earlier one).
-local function add_member(d, consumer, window, tree, lease_ms, token)
-  redis.call('HSET', d.members, consumer, cjson.encode({w = window, ast = tree, t = token}))
+-- earlier one); `hashed`: the hash of its id (lib/key_hash.lua), kept for a keyed durable's
+-- dealing, which would compute it again at every fetch for every member.
+local function add_member(d, consumer, window, tree, lease_ms, token, hashed)
+  redis.call('HSET', d.members, consumer, cjson.encode({w = window, ast = tree, t = token, h = hashed}))
   redis.call('ZADD', d.alive, now_ms() + tonumber(lease_ms), consumer)
-  -- Last in the ring, once. Never by emptying it first (LREM of its one member deletes the
+-- Last in the ring, once. Never by emptying it first (LREM of its one member deletes the
   -- key): while a cluster moves the slot, a write to a key the script deleted is refused
   -- midway, and the script stops with its earlier writes made.
   local before = redis.call('LPOS', d.ring, consumer, 'COUNT', 0)
@@ -94,18 +95,25 @@ local function set_store_filter(d, tree, by, version)
   redis.call('HSET', d.members, '_store', cjson.encode({ast = tree, by = by, version = version}))
 end
 
+-- A member's record (add_member): its window, its own filter tree (nil for none) and the
+-- hash of its id (nil if it was not kept). (Two string matches instead of the JSON decode
+-- cost the server more, measured.)
+local function member_record(raw)
+  local member = cjson.decode(raw)
+  return member['w'], filter_tree(member['ast']), member['h']
+end
+
 -- The ring in order, the room left in each member's window (consumer -> n), their sum,
--- whether any member holds an event (serial durables wait for it), and each member's own
--- filter tree (consumer -> tree; nil for none).
+-- whether any member holds an event (serial durables wait for it), each member's own
+-- filter tree (consumer -> tree; nil for none), what each holds, and the hash of each
+-- member's id where it was kept (consumer -> n).
 local function rooms(d)
   local order = redis.call('LRANGE', d.ring, 0, -1)
-  local windows, filters = {}, {}
+  local windows, filters, hashes = {}, {}, {}
   local flat = redis.call('HGETALL', d.members)
   for i = 1, #flat, 2 do
     if flat[i] ~= '_store' then
-      local member = cjson.decode(flat[i + 1])
-      windows[flat[i]] = member['w']
-      filters[flat[i]] = filter_tree(member['ast'])
+      windows[flat[i]], filters[flat[i]], hashes[flat[i]] = member_record(flat[i + 1])
     end
   end
   local held, busy = {}, false
@@ -120,7 +128,7 @@ local function rooms(d)
     room[consumer] = math.max(0, (windows[consumer] or 0) - (held[consumer] or 0))
     total = total + room[consumer]
   end
-  return order, room, total, busy, filters, held
+  return order, room, total, busy, filters, held, hashes
 end
 
 -- The live taps: consumer -> its tap keys. A tap lives while its stream exists: it expires

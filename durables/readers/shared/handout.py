@@ -37,6 +37,7 @@ from typing import Any, cast
 
 from ... import keys
 from ...events import Event, SeenMessages, event_from_entry
+from ...key_hash import key_hash
 from ...ops.base import Op, as_bool, as_int, command, script
 from ...reply_parsers import entries_read, text
 from ...selector import Selector
@@ -82,8 +83,7 @@ class SharedHandout:
         self.serial = kind == "serial"
         self.pooled = kind == "keyed"
         """Every event is dealt through the pool (keyed: by key): no tap, no door."""
-        self._dispatcher = f"fetch_{kind}"
-        """The dispatcher script of the durable's kind (`lua/fetch_shared.lua`)."""
+        self._dispatcher = f"fetch_{kind}"  # the kind's dispatcher script (lua/fetch_shared.lua)
         d = durable
         self._fetch_keys = (
             k.stream, k.durables, k.members(d), k.alive(d), k.ring(d), k.redo(d),
@@ -137,9 +137,9 @@ class SharedHandout:
         k, d = self.k, self.durable
         tree = json.dumps(self.selector.to_json()) if self.selector else ""
         self._token = secrets.token_hex(4)
-        return script("attach_shared", [k.durables, k.members(d), k.alive(d), k.ring(d),
-                                        k.taps(d)],
-                      [d, self.id, self.window, self.lease_ms, tree, self._token],
+        hashed = key_hash(self.id)  # kept for a keyed durable's dealing (lib/key_hash.lua)
+        return script("attach_shared", [k.durables, k.members(d), k.alive(d), k.ring(d), k.taps(d)],
+                      [d, self.id, self.window, self.lease_ms, tree, self._token, hashed],
                       parse=parsed.attached, context=self.context)  # fmt: skip
 
     def on_attach(self, attached: tuple[int, bool]) -> None:
