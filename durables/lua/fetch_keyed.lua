@@ -28,25 +28,20 @@ local spec, refused = fetch_begin(d, 'keyed', now)
 if not spec then
   return refused
 end
-local store = store_filter(d)
 if #ARGV >= 7 then
   keyed_acked(d, {unpack(ARGV, 7)})  -- their keys are free for their next events
 end
 
 reap(d, now)  -- lapsed consumers' events and due rollbacks go back first in line
-local order, room, total, _, filters, _, hashes = rooms(d)
-local taps = live_taps(d)
-redis.call('HDEL', d.waits, me)  -- fetching: its wait, if any, is over
-local watcher, waiters = keyed_waiters(d, me, now)
-local mine_taps = taps[me]
-taps[me] = nil
+local order, room, total, _, filters, _, hashes, store = rooms(d)
+local taps = {}  -- a keyed durable's members read through no tap
+local watcher, waiters = keyed_waiters(d, me, now)  -- its own wait, if any, is over
 local _, buried, dealt = deal_keyed(d, me, spec, store, order, room, filters, taps, total,
   hashes)
 local watching = keyed_wait(d, me, watcher, waiters, dealt,
   ARGV[5] == '2' and block_ms > 0 and (room[me] or 0) > 0 and not dealt[me], now,
   block_ms + TAP_GRACE_MS)
 local newest = newest_id(d.stream)
-set_tap(d, KEYS[12], me, false, block_ms + TAP_GRACE_MS, listed(mine_taps, KEYS[12]))
 local redelivered = redelivered_of(d.stream, d.group, d.counts, me)
 local rung = newest_id(d.bell)
 if watching == false then  -- it waits for its own bell alone

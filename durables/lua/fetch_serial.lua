@@ -21,10 +21,9 @@ local spec, refused = fetch_begin(d, 'serial', now)
 if not spec then
   return refused
 end
-local store = store_filter(d)
 
 reap(d, now)  -- lapsed consumers' events and due rollbacks go back first in line
-local order, room, _, busy, filters, held = rooms(d)
+local order, room, _, busy, filters, held, _, store = rooms(d)
 local taps = live_taps(d)
 local mine_taps = taps[me]
 taps[me] = nil  -- the caller's own: decided again below

@@ -70,10 +70,9 @@ local spec, refused = fetch_begin(d, 'shared', now)
 if not spec then
   return refused
 end
-local store = store_filter(d)
 
 reap(d, now)  -- lapsed consumers' events and due rollbacks go back first in line
-local order, room, total, busy, filters, held = rooms(d)
+local order, room, total, busy, filters, held, _, store = rooms(d)
 local taps = live_taps(d)
 local settled, marked = settle(d, order, room, filters, taps, KEYS[14], me)  -- events watchers took
 if settled then

@@ -82,13 +82,17 @@ local function remove_member(d, consumer)
 end
 
 -- The store filter (Universal Messaging's shared durables): {ast = tree or null, by = consumer id, version = n};
--- version 0 by '' while no consumer has set one.
-local function store_filter(d)
-  local raw = redis.call('HGET', d.members, '_store')
+-- version 0 by '' while no consumer has set one. `raw`: its JSON as the members hash holds
+-- it, or nil for none (rooms(d) has it).
+local function store_of(raw)
   if raw then
     return cjson.decode(raw)
   end
   return {version = 0, by = ''}
+end
+
+local function store_filter(d)
+  return store_of(redis.call('HGET', d.members, '_store'))
 end
 
 local function set_store_filter(d, tree, by, version)
@@ -105,14 +109,16 @@ end
 
 -- The ring in order, the room left in each member's window (consumer -> n), their sum,
 -- whether any member holds an event (serial durables wait for it), each member's own
--- filter tree (consumer -> tree; nil for none), what each holds, and the hash of each
--- member's id where it was kept (consumer -> n).
+-- filter tree (consumer -> tree; nil for none), what each holds, the hash of each
+-- member's id where it was kept (consumer -> n), and the store filter (store_of).
 local function rooms(d)
   local order = redis.call('LRANGE', d.ring, 0, -1)
-  local windows, filters, hashes = {}, {}, {}
+  local windows, filters, hashes, store = {}, {}, {}, nil
   local flat = redis.call('HGETALL', d.members)
   for i = 1, #flat, 2 do
-    if flat[i] ~= '_store' then
+    if flat[i] == '_store' then
+      store = flat[i + 1]
+    else
       windows[flat[i]], filters[flat[i]], hashes[flat[i]] = member_record(flat[i + 1])
     end
   end
@@ -128,7 +134,7 @@ local function rooms(d)
     room[consumer] = math.max(0, (windows[consumer] or 0) - (held[consumer] or 0))
     total = total + room[consumer]
   end
-  return order, room, total, busy, filters, held, hashes
+  return order, room, total, busy, filters, held, hashes, store_of(store)
 end
 
 -- The live taps: consumer -> its tap keys. A tap lives while its stream exists: it expires

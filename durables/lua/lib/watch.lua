@@ -26,7 +26,8 @@ local function chime(d, consumer)
 end
 
 -- Who waits, before a keyed durable's dealing (which drops the marks of those it deals
--- to): the watcher whose term has not ended (or nil), and the other waiting members.
+-- to): the watcher whose term has not ended (or nil), and the other waiting members. The
+-- caller fetches: its own wait, if any, is over (its mark goes).
 local function keyed_waiters(d, me, now)
   local marks = redis.call('HGETALL', d.waits)
   local watcher, waiting = nil, {}
@@ -37,7 +38,9 @@ local function keyed_waiters(d, me, now)
       if who and tonumber(till) > now then
         watcher = who
       end
-    elseif member ~= me then
+    elseif member == me then
+      redis.call('HDEL', d.waits, me)
+    else
       waiting[#waiting + 1] = member
     end
   end
