@@ -59,7 +59,8 @@ local function deal_keyed(d, me, spec, store, order, room, filters, taps, total,
   -- Which keys of `keys` (false: none) have an event out, into `outs` (one HMGET).
   local function look_up(keys)
     local names, seen = {}, {}
-    for _, key in ipairs(keys) do
+    for i = 1, #keys do
+      local key = keys[i]
       if key and outs[key] == nil and not seen[key] then
         seen[key] = true
         names[#names + 1] = key
@@ -105,8 +106,12 @@ local function deal_keyed(d, me, spec, store, order, room, filters, taps, total,
       sets[#sets + 1], sets[#sets + 2] = 'k:' .. key, id
       sets[#sets + 1], sets[#sets + 2] = 'i:' .. id, key
     end
-    dealt[to] = dealt[to] or {}
-    table.insert(dealt[to], id)
+    local got = dealt[to]
+    if not got then
+      got = {}
+      dealt[to] = got
+    end
+    got[#got + 1] = id
     room[to], total = room[to] - 1, total - 1
     return true
   end
@@ -114,7 +119,8 @@ local function deal_keyed(d, me, spec, store, order, room, filters, taps, total,
   -- The waiting events first, in order.
   local waiting = redis.call('LRANGE', d.redo, 0, KEYED_LOOKAHEAD - 1)
   local waiting_keys = prefixed(d.holds, 'i:', waiting)
-  for i, id in ipairs(waiting) do
+  for i = 1, #waiting do
+    local id = waiting[i]
     if not waiting_keys[i] then  -- not known here (a keyless event, or one trimmed): read it
       local entry = redis.call('XRANGE', d.stream, id, id)
       waiting_keys[i] = entry[1] and field(entry[1][2], 'k') or false
@@ -123,8 +129,11 @@ local function deal_keyed(d, me, spec, store, order, room, filters, taps, total,
   look_up(waiting_keys)
   -- Only the head of the list up to the last event that went is written again.
   local kept, gone, kept_before = {}, 0, 0
-  for i, id in ipairs(waiting) do
-    if limit and bury(d, limit, id) then
+  for i = 1, #waiting do
+    local id = waiting[i]
+    if total <= 0 then  -- nothing more can go: the rest stays as it is, looked at next time
+      break
+    elseif limit and bury(d, limit, id) then
       buried, gone, kept_before = buried + 1, i, #kept
     elseif place(id, waiting_keys[i]) then
       gone, kept_before = i, #kept
@@ -143,12 +152,25 @@ local function deal_keyed(d, me, spec, store, order, room, filters, taps, total,
     local got = redis.call('XREADGROUP', 'GROUP', d.group, POOL, 'COUNT',
       math.min(total, KEYED_LOOKAHEAD - #kept), 'STREAMS', d.stream, '>')
     local durable_tree, store_tree = filter_tree(spec['ast']), filter_tree(store['ast'])
+    local filtered = durable_tree ~= nil or store_tree ~= nil
+    local keep = filtered or next(filters) ~= nil  -- some filter will read the fields
     local ids, keys, skipped = {}, {}, {}
-    for _, entry in ipairs(got and got[1][2] or {}) do
-      local id = entry[1]
-      fields_of[id] = entry[2]
-      if wanted(d.stream, durable_tree, id) and wanted(d.stream, store_tree, id) then
-        ids[#ids + 1], keys[#ids + 1] = id, field(entry[2], 'k') or false
+    local entries = got and got[1][2] or {}
+    -- (the hottest loop of a keyed durable: no call per event where none is needed)
+    for e = 1, #entries do
+      local id, fields = entries[e][1], entries[e][2]
+      if keep then
+        fields_of[id] = fields
+      end
+      if not filtered or (wanted(d.stream, durable_tree, id) and wanted(d.stream, store_tree, id)) then
+        local key = false
+        for j = 1, #fields, 2 do
+          if fields[j] == 'k' then
+            key = fields[j + 1]
+            break
+          end
+        end
+        ids[#ids + 1], keys[#ids + 1] = id, key
       else
         skipped[#skipped + 1] = id
       end
@@ -157,7 +179,8 @@ local function deal_keyed(d, me, spec, store, order, room, filters, taps, total,
       redis.call('XACK', d.stream, d.group, unpack(skipped))
     end
     look_up(keys)
-    for i, id in ipairs(ids) do
+    for i = 1, #ids do
+      local id = ids[i]
       if not place(id, keys[i]) then
         later[#later + 1] = id
         if keys[i] then
