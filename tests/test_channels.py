@@ -131,6 +131,29 @@ def test_missing_things_raise_not_found(client: durables.Client) -> None:
         ch.durable("late")
 
 
+@pytest.mark.parametrize(
+    ("before", "after"), [("keyed", "shared"), ("shared", "serial"), ("serial", "keyed")]
+)
+def test_a_consumer_whose_durable_was_made_again_as_another_kind_is_told_it_is_gone(
+    channel: durables.Channel, before: durables.Kind, after: durables.Kind
+) -> None:
+    """A durable deleted and made again under its name as another kind is another durable:
+    a consumer of the first is told at once that its durable is gone, and is not served by
+    the new one's dealing under its own kind's rules (a keyed consumer failed with an
+    IndexError on a shared durable's reply)."""
+    dur = channel.durable("orders", kind=before)
+    with dur.consumer("c", prefetch=5) as consumer:
+        channel.publish(b"a", key="k")
+        assert [e.data for e in consumer.fetch(timeout=2)] == [b"a"]
+        dur.delete()
+        channel.durable("orders", kind=after)
+        channel.publish(b"b", key="k")
+        started = time.monotonic()
+        with pytest.raises(DurableNotFoundError, match=f"made again as a {after} durable"):
+            consumer.fetch(timeout=2)
+        assert time.monotonic() - started < 1.5
+
+
 def test_delete_channel_removes_events_durables_and_registry(client: durables.Client) -> None:
     ch = client.channel("orders")
     dur = ch.durable("x")

@@ -49,8 +49,8 @@
 --          the waiters, lib/settle.lua), else 0}; keyed durables: 3 there if the caller
 --          watches (lib/watch.lua; else it waits for its own bell alone: the newest ids
 --          are the last possible one), then the newest id of the caller's own bell.
--- Errors   DETACHED (the caller's lease lapsed and it was reaped, or the durable was made
---          again, of another kind), NODURABLE; NOGROUP
+-- Errors   DETACHED (the caller's lease lapsed and it was reaped), NODURABLE (also when the
+--          durable was deleted and made again as another kind); NOGROUP
 --          (Redis's own) if the spec is there but the group is gone.
 --@include clock
 --@include ids

@@ -14,8 +14,8 @@ local function fetch_keys()
 end
 
 -- Renew the caller's lease and make its acknowledgements; the durable's spec, or nil and
--- the error to return (the caller was detached; the durable is gone, or is now of another
--- kind than `kind`: deleted and made again).
+-- the error to return (the caller was detached; the durable is gone, or it was deleted and
+-- made again as another kind than `kind`: the durable the caller attached to is gone).
 -- The acknowledgements go behind the lease check: XACK does not check the owner, so a
 -- plain XACK from a consumer detached meanwhile would take an event dealt again to another
 -- member out of the dispatcher's sight while that member still holds it (a serial durable
@@ -38,7 +38,8 @@ local function fetch_begin(d, kind, now)
   end
   local spec = cjson.decode(raw_spec)
   if spec['kind'] ~= kind then
-    return nil, redis.error_reply('DETACHED the durable was made again, of another kind')
+    return nil, redis.error_reply('NODURABLE the durable was deleted and made again as a '
+      .. tostring(spec['kind']) .. ' durable')
   end
   return spec, nil
 end
