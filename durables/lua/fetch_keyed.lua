@@ -12,8 +12,8 @@
 --@include pool
 --@include selector
 --@include members
---@include dispatch
 --@include reap
+--@include dispatch
 --@include dead_letters
 --@include deal
 --@include fields
@@ -23,16 +23,14 @@
 local d = fetch_keys()
 local me = ARGV[2]
 local block_ms = tonumber(ARGV[6])
-local now = now_ms()
-local spec, refused = fetch_begin(d, 'keyed', now)
+local spec, now = fetch_begin(d, 'keyed')
 if not spec then
-  return refused
+  return now  -- refused
 end
 if #ARGV >= 7 then
   keyed_acked(d, {unpack(ARGV, 7)})  -- their keys are free for their next events
 end
 
-reap(d, now)  -- lapsed consumers' events and due rollbacks go back first in line
 local order, room, total, _, filters, _, hashes, store = rooms(d)
 local taps = {}  -- a keyed durable's members read through no tap
 local watcher, waiters = keyed_waiters(d, me, now)  -- its own wait, if any, is over

@@ -9,20 +9,18 @@
 --@include pool
 --@include selector
 --@include members
---@include dispatch
 --@include reap
+--@include dispatch
 --@include dead_letters
 --@include deal
 local d = fetch_keys()
 local me = ARGV[2]
 local handed, took, block_ms = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
-local now = now_ms()
-local spec, refused = fetch_begin(d, 'serial', now)
+local spec, now = fetch_begin(d, 'serial')
 if not spec then
-  return refused
+  return now  -- refused
 end
 
-reap(d, now)  -- lapsed consumers' events and due rollbacks go back first in line
 local order, room, _, busy, filters, held, _, store = rooms(d)
 local taps = live_taps(d)
 local mine_taps = taps[me]

@@ -57,21 +57,19 @@
 --@include pool
 --@include selector
 --@include members
---@include dispatch
 --@include reap
+--@include dispatch
 --@include dead_letters
 --@include deal
 --@include settle
 local d = fetch_keys()
 local me = ARGV[2]
 local handed, block_ms = tonumber(ARGV[4]), tonumber(ARGV[6])
-local now = now_ms()
-local spec, refused = fetch_begin(d, 'shared', now)
+local spec, now = fetch_begin(d, 'shared')
 if not spec then
-  return refused
+  return now  -- refused
 end
 
-reap(d, now)  -- lapsed consumers' events and due rollbacks go back first in line
 local order, room, total, busy, filters, held, _, store = rooms(d)
 local taps = live_taps(d)
 local settled, marked = settle(d, order, room, filters, taps, KEYS[14], me)  -- events watchers took

@@ -1,4 +1,4 @@
--- Library (`--@include dispatch`, after `clock`, `pool` and `members`): the start that every
+-- Library (`--@include dispatch`, after `clock`, `pool`, `members` and `reap`): the start that every
 -- dealing fetch shares (fetch_shared.lua, fetch_serial.lua, fetch_keyed.lua: one script per
 -- kind, so that each run defines only the functions its kind calls). KEYS and ARGV as
 -- fetch_shared.lua describes them.
@@ -13,16 +13,19 @@ local function fetch_keys()
   }
 end
 
--- Renew the caller's lease and make its acknowledgements; the durable's spec, or nil and
--- the error to return (the caller was detached; the durable is gone, or it was deleted and
--- made again as another kind than `kind`: the durable the caller attached to is gone).
+-- Renew the caller's lease, make its acknowledgements and reap the members whose lease
+-- lapsed (their events, and due rollbacks, go back first in line): the durable's spec and
+-- the server's time, or nil and the error to return (the caller was detached; the durable
+-- is gone, or it was deleted and made again as another kind than `kind`: the durable the
+-- caller attached to is gone).
 -- The acknowledgements go behind the lease check: XACK does not check the owner, so a
 -- plain XACK from a consumer detached meanwhile would take an event dealt again to another
 -- member out of the dispatcher's sight while that member still holds it (a serial durable
 -- deals on, a window overfills). Passed here, the ids cost the server about 1,750
 -- instructions per event of a batch of 100, against a plain XACK before the script
 -- (measured, and left so).
-local function fetch_begin(d, kind, now)
+local function fetch_begin(d, kind)
+  local now = now_ms()
   if not renew_member(d, ARGV[2], ARGV[3], now) then
     return nil, redis.error_reply('DETACHED this consumer lost its lease and was detached')
   end
@@ -41,5 +44,6 @@ local function fetch_begin(d, kind, now)
     return nil, redis.error_reply('NODURABLE the durable was deleted and made again as a '
       .. tostring(spec['kind']) .. ' durable')
   end
-  return spec, nil
+  reap(d, now)
+  return spec, now
 end
