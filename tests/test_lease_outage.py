@@ -166,8 +166,8 @@ def test_a_read_whose_reply_was_lost_comes_first_when_the_next_read_reconnects(
         connect(proxy.url, namespace=namespace, **settings) as client,
         durables.connect(server_url, namespace=namespace, **FAST) as near,
     ):
-        spec = {"filter": "region = 'eu'"} if case == "filtered" else {}
-        durable = client.channel("orders").durable("billing", kind="exclusive", **spec)
+        selector = "region = 'eu'" if case == "filtered" else None
+        durable = client.channel("orders").durable("billing", kind="exclusive", filter=selector)
         near_orders = near.channel("orders")
         with durable.consumer(auto_ack=True) as consumer:
 
