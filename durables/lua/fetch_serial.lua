@@ -36,14 +36,8 @@ local mine = room[me] or 0
 local full = not busy and mine > 0 and (held[me] or 0) == handed
   and undivided(d, spec, store, order, filters)
 local buried = 0
-if not full and total > 0 and #order > 0 then  -- room to deal into
-  if not deal_direct(d, me, spec, store, order, room, filters, true, taps) then
-    local picks
-    picks, buried = pick(d, spec, store, total)
-    if #picks > 0 and deal(d, me, order, room, filters, picks, true, taps) then
-      ring_bell(d.bell)  -- others got events: wake them
-    end
-  end
+if not full then
+  buried = deal_waiting(d, me, spec, store, order, room, filters, true, taps, total)
 end
 local newest = newest_id(d.stream)
 set_tap(d, KEYS[12], me, full, block_ms + TAP_GRACE_MS, listed(mine_taps, KEYS[12]))

@@ -88,14 +88,8 @@ local plain = mine > 0 and (held[me] or 0) == handed and undivided(d, spec, stor
 local full, buried = false, 0
 if plain and tapping and mine >= 2 and total == mine then
   full = deal_first(d, me, order)
-elseif total > 0 and #order > 0 then  -- room to deal into
-  if not deal_direct(d, me, spec, store, order, room, filters, false, taps) then
-    local picks
-    picks, buried = pick(d, spec, store, total)
-    if #picks > 0 and deal(d, me, order, room, filters, picks, false, taps) then
-      ring_bell(d.bell)  -- others got events: wake them
-    end
-  end
+else
+  buried = deal_waiting(d, me, spec, store, order, room, filters, false, taps, total)
 end
 local newest = newest_id(d.stream)
 -- An idle caller with room left may join the waiters (lib/settle.lua) when nothing but

@@ -209,6 +209,22 @@ local function deal_direct(d, me, spec, store, order, room, filters, serial, tap
   return true
 end
 
+-- Deal what waits into the members' room, `total` in all: straight from the channel when
+-- nothing divides the dealing (deal_direct), else picked (handed-back events first) and
+-- dealt round robin, the members given events woken by the bell. Returns how many events
+-- were dead-lettered.
+local function deal_waiting(d, me, spec, store, order, room, filters, serial, taps, total)
+  if total <= 0 or #order == 0
+      or deal_direct(d, me, spec, store, order, room, filters, serial, taps) then
+    return 0
+  end
+  local picks, buried = pick(d, spec, store, total)
+  if #picks > 0 and deal(d, me, order, room, filters, picks, serial, taps) then
+    ring_bell(d.bell)  -- others got events: wake them
+  end
+  return buried
+end
+
 -- A shared durable whose caller alone has room, with no filter and nothing handed back
 -- or delayed (what deal_direct would read to it): one new event is dealt here, which says
 -- whether there is anything to read and turns the ring past the caller, and the caller

@@ -20,22 +20,14 @@
 local KEYED_LOOKAHEAD = 1000
 
 -- The member whose filter takes event `id` and scores highest for the key hash `hashed`
--- (ties to the smallest id), or nil. `hashes`: consumer -> the hash of its id. The score is
--- key_mixed((hashed * 65599 + hash) % KEY_PRIME), spelled out: a call per member and key
--- cost more than the arithmetic.
+-- (ties to the smallest id), or nil.
 local function key_owner(stream, order, hashes, filters, hashed, id)
   local best, best_score = nil, -1
-  local base = hashed * 65599
-  for i = 1, #order do
-    local consumer = order[i]
-    local v = (base + hashes[consumer]) % KEY_PRIME
-    v = (v * 48271 + 11) % KEY_PRIME
-    v = (v * v + 7) % KEY_PRIME
-    v = (v * 48271 + 11) % KEY_PRIME
-    v = (v * v + 7) % KEY_PRIME
-    if (v > best_score or (v == best_score and consumer < best))
-        and (filters[consumer] == nil or wanted(stream, filters[consumer], id)) then
-      best, best_score = consumer, v
+  for _, consumer in ipairs(order) do
+    local mine = key_mixed((hashed * 65599 + hashes[consumer]) % KEY_PRIME)
+    if (mine > best_score or (mine == best_score and consumer < best))
+        and wanted(stream, filters[consumer], id) then
+      best, best_score = consumer, mine
     end
   end
   return best
@@ -59,8 +51,7 @@ local function deal_keyed(d, me, spec, store, order, room, filters, taps, total,
   -- Which keys of `keys` (false: none) have an event out, into `outs` (one HMGET).
   local function look_up(keys)
     local names, seen = {}, {}
-    for i = 1, #keys do
-      local key = keys[i]
+    for _, key in ipairs(keys) do
       if key and outs[key] == nil and not seen[key] then
         seen[key] = true
         names[#names + 1] = key
@@ -106,12 +97,8 @@ local function deal_keyed(d, me, spec, store, order, room, filters, taps, total,
       sets[#sets + 1], sets[#sets + 2] = 'k:' .. key, id
       sets[#sets + 1], sets[#sets + 2] = 'i:' .. id, key
     end
-    local got = dealt[to]
-    if not got then
-      got = {}
-      dealt[to] = got
-    end
-    got[#got + 1] = id
+    dealt[to] = dealt[to] or {}
+    table.insert(dealt[to], id)
     room[to], total = room[to] - 1, total - 1
     return true
   end
@@ -119,8 +106,7 @@ local function deal_keyed(d, me, spec, store, order, room, filters, taps, total,
   -- The waiting events first, in order.
   local waiting = redis.call('LRANGE', d.redo, 0, KEYED_LOOKAHEAD - 1)
   local waiting_keys = prefixed(d.holds, 'i:', waiting)
-  for i = 1, #waiting do
-    local id = waiting[i]
+  for i, id in ipairs(waiting) do
     if not waiting_keys[i] then  -- not known here (a keyless event, or one trimmed): read it
       local entry = redis.call('XRANGE', d.stream, id, id)
       waiting_keys[i] = entry[1] and field(entry[1][2], 'k') or false
@@ -129,8 +115,7 @@ local function deal_keyed(d, me, spec, store, order, room, filters, taps, total,
   look_up(waiting_keys)
   -- Only the head of the list up to the last event that went is written again.
   local kept, gone, kept_before = {}, 0, 0
-  for i = 1, #waiting do
-    local id = waiting[i]
+  for i, id in ipairs(waiting) do
     if total <= 0 then  -- nothing more can go: the rest stays as it is, looked at next time
       break
     elseif limit and bury(d, limit, id) then
@@ -152,25 +137,12 @@ local function deal_keyed(d, me, spec, store, order, room, filters, taps, total,
     local got = redis.call('XREADGROUP', 'GROUP', d.group, POOL, 'COUNT',
       math.min(total, KEYED_LOOKAHEAD - #kept), 'STREAMS', d.stream, '>')
     local durable_tree, store_tree = filter_tree(spec['ast']), filter_tree(store['ast'])
-    local filtered = durable_tree ~= nil or store_tree ~= nil
-    local keep = filtered or next(filters) ~= nil  -- some filter will read the fields
     local ids, keys, skipped = {}, {}, {}
-    local entries = got and got[1][2] or {}
-    -- (the hottest loop of a keyed durable: no call per event where none is needed)
-    for e = 1, #entries do
-      local id, fields = entries[e][1], entries[e][2]
-      if keep then
-        fields_of[id] = fields
-      end
-      if not filtered or (wanted(d.stream, durable_tree, id) and wanted(d.stream, store_tree, id)) then
-        local key = false
-        for j = 1, #fields, 2 do
-          if fields[j] == 'k' then
-            key = fields[j + 1]
-            break
-          end
-        end
-        ids[#ids + 1], keys[#ids + 1] = id, key
+    for _, entry in ipairs(got and got[1][2] or {}) do
+      local id = entry[1]
+      fields_of[id] = entry[2]
+      if wanted(d.stream, durable_tree, id) and wanted(d.stream, store_tree, id) then
+        ids[#ids + 1], keys[#ids + 1] = id, field(entry[2], 'k') or false
       else
         skipped[#skipped + 1] = id
       end
@@ -179,8 +151,7 @@ local function deal_keyed(d, me, spec, store, order, room, filters, taps, total,
       redis.call('XACK', d.stream, d.group, unpack(skipped))
     end
     look_up(keys)
-    for i = 1, #ids do
-      local id = ids[i]
+    for i, id in ipairs(ids) do
       if not place(id, keys[i]) then
         later[#later + 1] = id
         if keys[i] then

@@ -42,7 +42,7 @@ end
 local function add_member(d, consumer, window, tree, lease_ms, token, hashed)
   redis.call('HSET', d.members, consumer, cjson.encode({w = window, ast = tree, t = token, h = hashed}))
   redis.call('ZADD', d.alive, now_ms() + tonumber(lease_ms), consumer)
--- Last in the ring, once. Never by emptying it first (LREM of its one member deletes the
+  -- Last in the ring, once. Never by emptying it first (LREM of its one member deletes the
   -- key): while a cluster moves the slot, a write to a key the script deleted is refused
   -- midway, and the script stops with its earlier writes made.
   local before = redis.call('LPOS', d.ring, consumer, 'COUNT', 0)
