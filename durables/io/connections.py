@@ -131,9 +131,24 @@ class Connections:
     def pipeline(self, commands: Sequence[Sequence[Any]]) -> list[Any]:
         """Commands in one round trip; their parsed replies in order, error replies as
         `ResponseError`s in their place (every command runs whatever the others reply)."""
+        return self.collect(self.post(commands), commands)
+
+    def post(self, commands: Sequence[Sequence[Any]]) -> Conn:
+        """Commands sent, their replies left to read (`collect`): the connection they are
+        on stays out of the free list until then."""
         conn = self._take()
         try:
             conn.send_packed_command(pack_all(conn, commands), check_health=False)
+        except BaseException:
+            conn.disconnect()  # part of it may have gone
+            self._give_back(conn)
+            raise
+        return conn
+
+    def collect(self, conn: Conn, commands: Sequence[Sequence[Any]]) -> list[Any]:
+        """The replies of `commands` `post`ed on `conn` (as `pipeline` gives them), and the
+        connection back on the free list."""
+        try:
             replies: list[Any] = []
             parse = self._parse
             for args in commands:

@@ -30,7 +30,7 @@ from redis.exceptions import NoScriptError, RedisError, ResponseError
 
 from .. import scripts
 from ..errors import ConnectionLostError
-from ..ops.flows import Effect, Flow, Recover, Send, walk
+from ..ops.flows import Collect, Effect, Flow, Post, Posted, Recover, Send, walk
 from ..reply_parsers import error_word, kept
 from ..verdicts import error_for
 from . import cluster
@@ -142,6 +142,10 @@ class ExecutorCore(ABC, Generic[ServerT, DirectT]):
         paused already)."""
         if isinstance(effect, Send):
             return self.run_all(effect.ops, retry=effect.retry)
+        if isinstance(effect, Post):
+            return self.post_all(effect.ops)
+        if isinstance(effect, Collect):
+            return self.collect(effect.posted)
         if isinstance(effect, Recover):
             if self.link.connected:
                 return effect.until is None or time.monotonic() < effect.until
@@ -170,6 +174,29 @@ class ExecutorCore(ABC, Generic[ServerT, DirectT]):
     @abstractmethod
     def run_all(self, ops: Sequence[Op[Any]], *, retry: bool = True) -> Any:
         """Send operations in one pipeline (one round trip), in order; parsed replies."""
+
+    @abstractmethod
+    def post_all(self, ops: Sequence[Op[Any]]) -> Any:
+        """Send operations in one pipeline and leave the replies to `collect` (a `Posted`;
+        what went wrong is raised there)."""
+
+    @abstractmethod
+    def collect(self, posted: Posted) -> Any:
+        """The parsed replies of a `post_all` (as `run_all` without `retry`)."""
+
+    def _eager(self) -> bool:
+        """Whether `post_all` sends the pipeline whole at once (and keeps its outcome): on a
+        cluster (its client reads every reply), or while the link is not up (`run_all`
+        knows what to do then)."""
+        return self._direct is None or not self.link.connected
+
+    def _collect_failed(self, exc: RedisError, posted: Posted) -> BaseException:
+        """Our error for a collected pipeline's failure; an outage noted, as `run_all`
+        without `retry` does."""
+        error = error_for(exc, posted.ops[0].context if posted.ops else "")
+        if isinstance(error, ConnectionLostError):
+            self.link.lost()
+        return error
 
     @abstractmethod
     def recover(self, until: float | None = None) -> Any:
@@ -287,13 +314,45 @@ class Executor(ExecutorCore["Server", Connections]):
         context = ops[0].context if ops else ""
         try:
             replies = self._pipeline([self._wire(op) for op in ops])
-            for i, reply in enumerate(replies):
-                if isinstance(reply, NoScriptError):
-                    self._reloaded()
-                    replies[i] = self._send_capturing(ops[i])
+            self._rescued(ops, replies)
         except RedisError as exc:  # an outage, or a script stopped at a moved key
             raise error_for(exc, context) from None
         return parse_all(ops, replies)
+
+    def post_all(self, ops: Sequence[Op[Any]]) -> Posted:
+        posted = Posted(ops, [self._wire(op) for op in ops])
+        if self._eager():
+            try:
+                posted.replies = self.run_all(ops, retry=False)
+            except Exception as exc:
+                posted.error = exc
+            return posted
+        assert self._direct is not None
+        try:
+            posted.conn = self._direct.post(posted.wired)
+        except RedisError as exc:
+            posted.error = self._collect_failed(exc, posted)
+        return posted
+
+    def collect(self, posted: Posted) -> list[Any]:
+        if posted.conn is None:
+            return posted.outcome()
+        assert self._direct is not None
+        conn, posted.conn = posted.conn, None
+        try:
+            replies = self._direct.collect(conn, posted.wired)
+            self._rescued(posted.ops, replies)
+        except RedisError as exc:
+            raise self._collect_failed(exc, posted) from None
+        return parse_all(posted.ops, replies)
+
+    def _rescued(self, ops: Sequence[Op[Any]], replies: list[Any]) -> None:
+        """A script the server did not know, in a pipeline's `replies`: the scripts
+        loaded, and only that call sent again."""
+        for i, reply in enumerate(replies):
+            if isinstance(reply, NoScriptError):
+                self._reloaded()
+                replies[i] = self._send_capturing(ops[i])
 
     # The two senders ask whether there are direct connections, not `isinstance` of
     # redis-py's `RedisCluster`: that class is a `typing.Protocol`'s, and the check costs

@@ -45,6 +45,42 @@ class Recover:
 
 
 @dataclass(frozen=True, slots=True)
+class Post:
+    """Send `ops` in one round trip and read the replies later: the result is a `Posted`
+    for `Collect` (a read ahead: the server works on it while the application handles
+    what came before). Never raises: what went wrong is raised at the `Collect`."""
+
+    ops: Sequence[Op[Any]]
+
+
+@dataclass(frozen=True, slots=True)
+class Collect:
+    """The parsed replies of a `Post`ed pipeline, read now (without a retry: an outage
+    raises `ConnectionLostError`, as `Send` without `retry`)."""
+
+    posted: Posted
+
+
+@dataclass(slots=True)
+class Posted:
+    """A pipeline sent whose replies are still to be read: over `conn`, a connection held
+    out of the free list until then; or, where the executor cannot leave replies unread
+    (a cluster, an outage under way), sent whole at once, its `replies` or `error` kept."""
+
+    ops: Sequence[Op[Any]]
+    wired: Sequence[Any] = ()
+    conn: Any = None
+    replies: list[Any] | None = None
+    error: BaseException | None = None
+
+    def outcome(self) -> list[Any]:
+        """The replies of a pipeline sent whole at once, or its error raised."""
+        if self.error is not None:
+            raise self.error
+        return self.replies or []
+
+
+@dataclass(frozen=True, slots=True)
 class Call:
     """Call application code (a listener); the asyncio driver awaits what it returns when
     that is awaitable. The result is the call's."""
@@ -53,7 +89,7 @@ class Call:
     args: tuple[Any, ...] = ()
 
 
-Effect: TypeAlias = Send | Recover | Call
+Effect: TypeAlias = Send | Recover | Call | Post | Collect
 Flow: TypeAlias = Generator[Effect, Any, T]
 """A sequence that yields effects and returns a `T`."""
 
@@ -67,6 +103,16 @@ def run(op: Op[T], *, retry: bool = True) -> Flow[T]:
     replies: list[Any] = yield Send((op,), retry)
     result: T = replies[0]
     return result
+
+
+def post(ops: Sequence[Op[Any]]) -> Flow[Posted]:
+    posted: Posted = yield Post(ops)
+    return posted
+
+
+def collect(posted: Posted) -> Flow[list[Any]]:
+    replies: list[Any] = yield Collect(posted)
+    return replies
 
 
 def recover(until: float | None = None) -> Flow[bool]:
@@ -131,13 +177,18 @@ async def walk_awaited(gen: Generator[S, Any, T], perform: Callable[[S], Any]) -
 
 __all__ = [
     "Call",
+    "Collect",
     "Effect",
     "Flow",
+    "Post",
+    "Posted",
     "Recover",
     "Send",
     "awaited",
     "call",
+    "collect",
     "recover",
+    "post",
     "run",
     "send",
     "walk",

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 from ..errors import ConnectionLostError, DurableNotFoundError, LeaseLostError
 from ..io.leases import LeaseHolder
 from ..ops.channels import wait_replicas
-from ..ops.flows import Flow, recover, send
+from ..ops.flows import Flow, recover, run, send
 
 if TYPE_CHECKING:
     from ..events import Event
@@ -45,9 +45,12 @@ C = TypeVar("C", bound="BaseContext")
 class StateMachine(Protocol):
     """What the shared part of a reader asks of its kind's state machine."""
 
-    discarded: int
+    @property
+    def discarded(self) -> int: ...
 
     def renew(self) -> Op[bool]: ...
+
+    def withdraw(self, events: Sequence[Event]) -> None: ...
 
 
 class Reader(LeaseHolder, ABC, Generic[C]):
@@ -79,6 +82,9 @@ class Reader(LeaseHolder, ABC, Generic[C]):
         self.notices: list[str] = []
         """Notices the durable sent while attached (another consumer's filter took over)."""
         self._epoch = 0
+        self._held_until = 0.0
+        """Until when (local monotonic seconds) the lease is surely this consumer's: the
+        send time of its last renewal or attach, plus the lease time."""
 
     @property
     def discarded(self) -> int:
@@ -234,8 +240,37 @@ class Reader(LeaseHolder, ABC, Generic[C]):
             if self.ctx.clock() >= deadline:
                 return []
 
+    def _on_held(self, sent: float) -> None:
+        """A renewal or an attach sent at `sent` (local monotonic seconds) found the lease
+        this consumer's."""
+        self._held_until = max(self._held_until, sent + self.ctx.settings.lease_timeout_s)
+
+    def _fenced(self, events: list[Event]) -> Flow[list[Event]]:
+        """`events`, if the lease is surely still this consumer's; else, once the server
+        confirms it is. A holder paused past its lease (SIGSTOP, a VM stall) may find a read
+        answered before the pause: an heir has those events now, so they are withdrawn
+        (read again at the next attach, if it is still free) and `LeaseLostError` raised."""
+        clock = self.ctx.clock
+        if not events or (clock() < self._held_until and not self._lost):
+            return events
+        sent = clock()
+        try:
+            still = yield from run(self.state.renew(), retry=False)
+        except BaseException:
+            # not handed out (an outage, say): the attach after it reads them again, so
+            # the state must not count them as held by the application
+            self._withdraw(events)
+            raise
+        if still:
+            self._on_held(sent)
+            return events
+        self._withdraw(events)
+        raise LeaseLostError(f"{self._context}: the lease lapsed while this consumer read")
+
     def _withdraw(self, events: Sequence[Event]) -> None:
         """Events read that will not be handed out (another consumer has them now)."""
+        with self.lock:
+            self.state.withdraw(events)
 
     def _acks_refused(self) -> None:
         """What the state machine makes of acknowledgements refused for a lapsed lease."""

@@ -73,10 +73,26 @@ class AsyncConnections:
     async def pipeline(self, commands: Sequence[Sequence[Any]]) -> list[Any]:
         """Commands in one round trip; their parsed replies in order, error replies as
         `ResponseError`s in their place (every command runs whatever the others reply)."""
+        return await self.collect(await self.post(commands), commands)
+
+    async def post(self, commands: Sequence[Sequence[Any]]) -> Conn:
+        """Commands sent, their replies left to read (`collect`): the connection they are
+        on stays out of the free list until then."""
         conn = await self._take()
         try:
             with closed_is_lost():
                 await conn.send_packed_command(pack_all(conn, commands), check_health=False)
+        except BaseException:  # a cancellation too: part of it may have gone
+            await conn.disconnect(nowait=True)
+            self._idle.append(conn)
+            raise
+        return conn
+
+    async def collect(self, conn: Conn, commands: Sequence[Sequence[Any]]) -> list[Any]:
+        """The replies of `commands` `post`ed on `conn` (as `pipeline` gives them), and the
+        connection back on the free list."""
+        try:
+            with closed_is_lost():
                 replies: list[Any] = []
                 parse = self._parse
                 for args in commands:
@@ -84,7 +100,7 @@ class AsyncConnections:
                         replies.append(await parse(conn, args[0]))
                     except ResponseError as exc:
                         replies.append(kept(exc))
-        except BaseException:
+        except BaseException:  # a cancellation too: replies may be left unread
             await conn.disconnect(nowait=True)
             self._idle.append(conn)
             raise

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 from redis.exceptions import NoScriptError, RedisError, ResponseError
 
 from ...errors import ConnectionLostError
-from ...ops.flows import Flow, walk_awaited
+from ...ops.flows import Flow, Posted, walk_awaited
 from ...reply_parsers import kept
 from ...verdicts import error_for, meaning
 from ..executor import ExecutorCore, parse_all, script_loads, script_sources, wire
@@ -85,13 +85,46 @@ class AsyncExecutor(ExecutorCore["AsyncServer", AsyncConnections]):
                     replies = [await self._send_capturing(ops[0])]
             else:
                 replies = await self._pipeline([wire(op) for op in ops])
-                for i, reply in enumerate(replies):
-                    if isinstance(reply, NoScriptError):
-                        await self._reloaded()
-                        replies[i] = await self._send_capturing(ops[i])
+                await self._rescued(ops, replies)
         except RedisError as exc:  # an outage, or a script stopped at a moved key
             raise error_for(exc, context) from None
         return parse_all(ops, replies)
+
+    async def post_all(self, ops: Sequence[Op[Any]]) -> Posted:
+        """See `Executor.post_all`."""
+        posted = Posted(ops, [wire(op) for op in ops])
+        if self._eager():
+            try:
+                posted.replies = await self.run_all(ops, retry=False)
+            except Exception as exc:
+                posted.error = exc
+            return posted
+        assert self._direct is not None
+        try:
+            posted.conn = await self._direct.post(posted.wired)
+        except RedisError as exc:
+            posted.error = self._collect_failed(exc, posted)
+        return posted
+
+    async def collect(self, posted: Posted) -> list[Any]:
+        """See `Executor.collect`."""
+        if posted.conn is None:
+            return posted.outcome()
+        assert self._direct is not None
+        conn, posted.conn = posted.conn, None
+        try:
+            replies = await self._direct.collect(conn, posted.wired)
+            await self._rescued(posted.ops, replies)
+        except RedisError as exc:
+            raise self._collect_failed(exc, posted) from None
+        return parse_all(posted.ops, replies)
+
+    async def _rescued(self, ops: Sequence[Op[Any]], replies: list[Any]) -> None:
+        """See `Executor._rescued`."""
+        for i, reply in enumerate(replies):
+            if isinstance(reply, NoScriptError):
+                await self._reloaded()
+                replies[i] = await self._send_capturing(ops[i])
 
     # As the sync executor's: no `isinstance` of `RedisCluster` per round trip (0.85 µs).
     async def _pipeline(self, commands: list[tuple[Any, ...]]) -> list[Any]:

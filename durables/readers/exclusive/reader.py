@@ -74,17 +74,11 @@ class ExclusiveReader(Reader[C]):
             selectors=selectors,
         )
         self._context = self.state.context
-        self._held_until = 0.0
-        """Until when (local monotonic seconds) the lease is surely this consumer's: the
-        send time of its last renewal or attach, plus the lease time."""
         self.wait_s = 0.0
         """How long the first attach waits for another holder's lease to lapse (`wait=`)."""
 
     def _lease(self) -> Lease:
         return Lease(self.token, self.state.renew(), self._on_lost, on_held=self._on_held)
-
-    def _on_held(self, sent: float) -> None:
-        self._held_until = max(self._held_until, sent + self.ctx.settings.lease_timeout_s)
 
     def attaching(self) -> Flow[None]:
         """Take the lease, waiting up to `wait_s` for another holder's to lapse; with a
@@ -159,32 +153,6 @@ class ExclusiveReader(Reader[C]):
         unseen. So these are withdrawn, and the attach reads the pending list first."""
         self._withdraw(events)
         yield from self.reattaching()
-
-    def _fenced(self, events: list[Event]) -> Flow[list[Event]]:
-        """`events`, if the lease is surely still this consumer's; else, once the server
-        confirms it is. A holder paused past its lease (SIGSTOP, a VM stall) may find a read
-        answered before the pause: an heir has those events now, so they are withdrawn
-        (read again at the next attach, if it is still free) and `LeaseLostError` raised."""
-        clock = self.ctx.clock
-        if not events or (clock() < self._held_until and not self._lost):
-            return events
-        sent = clock()
-        try:
-            still = yield from run(self.state.renew(), retry=False)
-        except BaseException:
-            # not handed out (an outage, say): the attach after it reads them again, so
-            # the cursor must not count them as held by the application
-            self._withdraw(events)
-            raise
-        if still:
-            self._on_held(sent)
-            return events
-        self._withdraw(events)
-        raise LeaseLostError(f"{self._context}: the lease lapsed while this consumer read")
-
-    def _withdraw(self, events: Sequence[Event]) -> None:
-        with self.lock:
-            self.state.withdraw(events)
 
     def commit_ops(self, events: Sequence[Event], *, defer: bool = False) -> list[Op[Any]]:
         """Up to the last of `events` (the lock is not held over the round trip: a

@@ -18,6 +18,16 @@ channel, so an event wakes one consumer, not all. Events already handed out and 
 acknowledged are remembered here, so re-reading the pending list hands each event out
 once.
 
+A serial holder with a window of READ_AHEAD_WINDOW or more reads ahead inside it: each
+read through its tap takes at most half the window, and `ahead` makes the next read, which
+its reader sends before handing the events out (`flows.Post`) and collects at the next
+fetch, so the server reads while the application works. What was read ahead is held, not
+handed out: a rollback takes it back behind the events handed back, a release uncounted,
+and a read whose consumer attached again, rolled back or failed meanwhile is not handed
+out as it comes (`_generation`).
+
+What was handed out and acknowledged is remembered in the consumer's `Ledger` (beside).
+
 Acks never go as a plain `XACK`, which does not check who holds an event: a member
 detached for a lapsed lease (a pause, an outage) has its events dealt again, and its late
 `XACK` would take them out of the dispatcher's sight while their new holder works on them.
@@ -33,16 +43,17 @@ import logging
 import secrets
 from collections.abc import Sequence
 from functools import partial
-from typing import Any, cast
+from typing import Any
 
 from ... import keys
-from ...events import Event, SeenMessages, event_from_entry
+from ...events import Event
 from ...key_hash import key_hash
 from ...ops.base import Op, as_bool, as_int, command, script
 from ...reply_parsers import entries_read, text
 from ...selector import Selector
 from . import handout_replies as parsed
 from .handout_replies import Dealt
+from .ledger import Ledger
 
 log = logging.getLogger(__name__)
 TAP_CLOSED = frozenset({"NOGROUP", "UNBLOCKED"})
@@ -58,8 +69,9 @@ TAP_GRACE_MS = 1000
 """A tap outlives the read's block by this much (as `fetch_shared.lua` opens it): a
 consumer that stops asking lets it expire, and the line passes on."""
 
-RECENT_ACKS = 10_000
-"""How many acknowledged ids a consumer remembers to discard exact duplicates (bounded)."""
+READ_AHEAD_WINDOW = 16
+"""A serial consumer with a window this large or larger reads ahead (`SharedHandout.ahead`);
+a smaller window is a choice of how many events to take at a time, and is kept whole."""
 
 
 class SharedHandout:
@@ -98,24 +110,22 @@ class SharedHandout:
                              k.delayed(d), k.redeliveries(d), k.bell(d), k.taps(d),
                              k.waits(d), tap, door, k.tally(d))  # fmt: skip
         self._ack_keys = (k.stream, k.members(d), k.redeliveries(d))  # and the bell (`flush`)
-        self.handed: set[str] = set()  # handed to the application, not yet acked
+        self.ledger = Ledger(k.channel)
+        self.handed = self.ledger.handed  # handed to the application, not yet acked
         self.to_ack: list[str] = []  # deferred acks, sent with the next fetch
-        self._acked: set[str] = set()  # acknowledged lately (`_remember`)
-        self._acked_before: set[str] = set()
-        self.discarded = 0
-        """Exact duplicates not handed out again: events acknowledged here that came back
-        (an acknowledgement lost in a failover, redis/redis#5433), or a publish stored
-        twice (`SeenMessages`)."""
-        self.seen = SeenMessages()
         self.store_version = 0
         self._in_flight: list[str] = []
-        self._rolled_back: set[str] = set()
-        """Events rolled back here and not dealt again since: until the rollback has run,
-        they are still in this consumer's pending list, where a read racing it (another
-        thread's fetch or wait) must not take them for new ones."""
-        self._counted: set[str] = set()
-        """Events dealt with a redelivery count, until acknowledged: only their counts need
-        dropping with a plain acknowledgement (`_acks`)."""
+        self.reads_ahead = self.serial and window >= READ_AHEAD_WINDOW
+        """A serial holder reads ahead inside its window (`ahead`): each read through its
+        tap takes at most half of it, and the next read goes out before the application
+        handles what the last one brought. The reader does not where it cannot
+        (`replicated`: a read must be confirmed by the replicas before it is handed out)."""
+        self._generation = 0
+        """Counts what makes a serial holder's read (ahead, or in flight on another thread)
+        no longer this consumer's to hand out as it comes (an attach, a rollback, which
+        takes back what was read ahead, a release, a fetch that failed): `on_fetch` leaves
+        such a read's events to the next fetch's read of the pending list."""
+        self._sent_in = 0  # the generation the fetch in flight was sent in
         self._took = 0  # events the last read through a tap took
         self._busy = False  # the last fetch brought several events: a shared tap may pay
         self._block_ms = 0
@@ -125,7 +135,7 @@ class SharedHandout:
         """READY: this idle shared consumer may wait without the dispatcher, else 0."""
         self._watching = False  # it watches on past its last wait (settle_shared.lua)
         self._fast = False  # the fetch in flight is `_tap_fetch`
-        self._stage = "deal"  # the fetch in flight: "deal", or "wait" (`_wait`)
+        self._stage = "deal"  # the fetch in flight: "deal", "wait" (`_wait`) or "ahead"
         self._chime = "0-0"
         """Keyed: the newest id of this consumer's own bell when it last fetched."""
         self._token = ""
@@ -143,6 +153,7 @@ class SharedHandout:
                       parse=parsed.attached, context=self.context)  # fmt: skip
 
     def on_attach(self, attached: tuple[int, bool]) -> None:
+        self._generation += 1
         self.store_version, member = attached
         self.tap_open, self.wait_open = False, 0  # attaching closes every tap
         if not member:
@@ -152,13 +163,13 @@ class SharedHandout:
         """Joined as a new member: anything this consumer held was dealt again when it was
         detached (a lease that lapsed in a pause or an outage), so its acknowledgements
         are no longer its to send: the events' new holders own them."""
-        dropped = {*self.to_ack, *self._in_flight, *self.handed}
-        self._acked.difference_update(dropped)  # if they come back here, they are new
-        self._acked_before.difference_update(dropped)
+        self.ledger.forget([*self.to_ack, *self._in_flight])
         self.to_ack, self._in_flight = [], []
-        self.handed.clear()
-        self._counted.clear()
-        self._rolled_back.clear()
+
+    @property
+    def discarded(self) -> int:
+        """Exact duplicates not handed out again (`Ledger.discarded`)."""
+        return self.ledger.discarded
 
     def renew(self) -> Op[bool]:
         return script("renew_member", [self.k.members(self.durable), self.k.alive(self.durable)],
@@ -172,6 +183,7 @@ class SharedHandout:
         self._in_flight, self.to_ack = self.to_ack, []
         self._block_ms = max(1, int(seconds * 1000)) if seconds > 0 else 0
         self._fast = self.serial and self.tap_open and not self.handed
+        self._stage, self._sent_in = "deal", self._generation
         if self._fast:
             return self._tap_fetch()
         d = self.durable
@@ -184,7 +196,6 @@ class SharedHandout:
         # keyed: idle and blocking, it watches or waits for its own bell (lib/watch.lua)
         waiting = not self.serial and not tapping and self._block_ms > 0 and room >= 1
         took = self._took if self.serial else (1 if tapping else 2 if waiting else 0)
-        self._stage = "deal"
         if waiting and self.wait_open and not self.pooled:
             return self._wait()
         deal: Op[Any] = script(self._dispatcher, self._fetch_keys,
@@ -193,7 +204,7 @@ class SharedHandout:
                                context=self.context)  # fmt: skip
         read = self._pending()
         if self.serial:
-            return [deal, read, self._tap_read(max(1, room))]
+            return [deal, read, self._tap_read(self._serial_count(room))]
         if not tapping:
             return [deal, read]
         # a shared durable's tap: the rest of the room, when the script dealt the caller
@@ -208,7 +219,7 @@ class SharedHandout:
                        "STREAMS", self.k.stream, self._fetch_keys[11], ">", ">",
                        parse=parsed.tapped, context=self.context, tolerate=TAP_CLOSED)  # fmt: skip
 
-    def _tap_fetch(self) -> list[Op[Any]]:
+    def _tap_fetch(self, block: bool = True) -> list[Op[Any]]:
         """The steady path of a serial consumer that keeps asking: no script. The tap is
         renewed (`PEXPIRE`: 0 if it is gone, closed by whatever changed the dealing or
         expired), then read; a closed tap fails the read, and the next fetch asks the
@@ -217,11 +228,37 @@ class SharedHandout:
         renew: Op[bool]
         if self._in_flight:
             renew = script("ack_tap", [k.stream, tap, k.redeliveries(self.durable)],
-                           [self.durable, ttl, *self._acks(self._in_flight)], parse=as_bool,
+                           [self.durable, ttl, *self.ledger.acks(self._in_flight)], parse=as_bool,
                            context=self.context)  # fmt: skip
         else:
             renew = command("PEXPIRE", tap, ttl, parse=as_bool, context=self.context)
-        return [renew, self._tap_read(max(1, self.window - len(self.handed)))]
+        return [renew, self._tap_read(self._serial_count(self.window - len(self.handed)), block)]
+
+    def _serial_count(self, room: int) -> int:
+        """How many events a serial read through the tap asks for: the room left, and no
+        more than half the window while reading ahead (the other half is for the next
+        read, `ahead`)."""
+        if self.reads_ahead:
+            room = min(room, (self.window + 1) // 2)
+        return max(1, room)
+
+    def ahead(self) -> list[Op[Any]] | None:
+        """The next read of a serial holder, to send before the application handles the
+        events just handed out (`Post`): its tap's read with the acknowledgements made so
+        far, never blocking (a fetch decides then how long to wait). None when there is
+        no read ahead to make: another kind, the tap closed, the window full."""
+        room = self.window - len(self.handed)
+        if not (self.reads_ahead and self.tap_open and room >= 1):
+            return None
+        self._in_flight, self.to_ack = self.to_ack, []
+        self._block_ms, self._fast, self._stage = 0, True, "ahead"
+        self._sent_in = self._generation
+        return self._tap_fetch(block=False)
+
+    def drop_ahead(self) -> None:
+        """The read ahead's events are not to be handed out (the consumer closes): they stay
+        in the pending list, and go back uncounted with the release."""
+        self._generation += 1
 
     def _pending(self) -> Op[list[Any]]:
         """This consumer's pending events (those handed out already are skipped)."""
@@ -241,7 +278,7 @@ class SharedHandout:
         room = max(1, self.window - len(self.handed))
         self._stage = "wait"
         return [script("join_shared", self._join_keys,
-                       [d, self.id, self._block_ms, *self._acks(self._in_flight)],
+                       [d, self.id, self._block_ms, *self.ledger.acks(self._in_flight)],
                        parse=as_int, context=self.context),
                 command("XREADGROUP", "GROUP", d, self.id, "COUNT", 1, "BLOCK", half,
                         "STREAMS", door, ">", parse=parsed.tapped, context=self.context,
@@ -268,25 +305,13 @@ class SharedHandout:
         self._watching = False
         return self._leave()
 
-    def _acks(self, acks: Sequence[str]) -> list[Any]:
-        """Acknowledgements for a script that makes them behind its own check
-        (ack_shared.lua, ack_tap.lua, join_shared.lua): how many were dealt with a
-        redelivery count, then the ids, those first. Only their counts are dropped: an event
-        dealt without a count gets one only if it is dealt again (this consumer's lease
-        lapsed, or its acknowledgement was lost), and its next holder drops it; a count left
-        behind goes at the housekeeping after its event is trimmed (trim.lua). An `HDEL` of
-        every id cost the server about 3 % of a serial consumer's work per event."""
-        counted = self._counted.intersection(acks) if self._counted else set()
-        if not counted:
-            return [0, *acks]
-        return [len(counted), *counted, *(i for i in acks if i not in counted)]
-
     def fetch_failed(self) -> None:
         """Not sent (or the reply lost): the acks go with the next fetch, through the
         dispatcher."""
         self._carried(self._in_flight, made=False)
         self._in_flight = []
         self.tap_open, self.wait_open = False, 0
+        self._generation += 1
 
     def _carried(self, acks: list[str], *, made: bool) -> None:
         """The acks a fetch carried: made, their redelivery counts were dropped with them;
@@ -294,13 +319,17 @@ class SharedHandout:
         next fetch, through the dispatcher."""
         if not made:
             self.to_ack[:0] = acks
-        elif self._counted:
-            self._counted.difference_update(acks)
+        else:
+            self.ledger.acknowledged(acks)
 
     def on_fetch(self, replies: Sequence[Any]) -> Dealt:
         acks, self._in_flight = self._in_flight, []
         if self._stage == "wait":
             return self._on_wait(acks, replies)
+        if self.reads_ahead and self._sent_in != self._generation:
+            # not handed out: taken back (a rollback), or the next fetch reads them pending
+            self._carried(acks, made=not self._fast or bool(replies[0]))
+            return Dealt("", "", [], None, waited=True)
         if self._fast:
             return self._on_tap(acks, replies)
         self._carried(acks, made=True)  # by the dispatcher (DETACHED raises instead)
@@ -336,6 +365,10 @@ class SharedHandout:
         self.wait_open, self._watching = (READY if then else 0), then == 2
         return Dealt("", "", self._events(pending, counts), None, waited=True)
 
+    def _events(self, entries: Sequence[Any], counts: dict[str, int]) -> list[Event]:
+        """Events of entries read, each handed out once (`Ledger.hand_out`)."""
+        return self.ledger.hand_out(entries, counts, self.to_ack)
+
     def _on_tap(self, acks: list[str], replies: Sequence[Any]) -> Dealt:
         renewed, new = replies
         self._carried(acks, made=bool(renewed))  # not made: its tap was closed
@@ -343,47 +376,6 @@ class SharedHandout:
         self._took = len(new or ())
         # blocked through the tap, or found it closed: either way, fetch again at once
         return Dealt("", "", self._events(new or [], {}), None, waited=True)
-
-    def _events(self, entries: Sequence[Any], counts: dict[str, int]) -> list[Event]:
-        """Events of entries read, each handed out once; `counts`: the redelivery counts
-        the script gave (remembered, so the acknowledgement drops them)."""
-        if counts:
-            self._counted.update(counts)
-        channel, handed = self.k.channel, self.handed
-        acked, acked_before = self._acked, self._acked_before  # acknowledged lately
-        built = [event_from_entry(channel, entry, counts) for entry in entries]
-        duplicate = self.seen.duplicate
-        ids = [event.id for event in built if event is not None and not duplicate(event)]
-        # The usual batch, checked by whole-set operations: nothing trimmed, lately
-        # acknowledged or handed out already, no id twice (the size grows by all of them).
-        rolled_back = self._rolled_back
-        if (
-            len(ids) == len(built)
-            and handed.isdisjoint(ids)
-            and acked.isdisjoint(ids)
-            and acked_before.isdisjoint(ids)
-            and (not rolled_back or rolled_back.isdisjoint(ids))
-        ):
-            before = len(handed)
-            handed.update(ids)
-            if len(handed) - before == len(ids):
-                return cast(list[Event], built)
-            handed.difference_update(ids)  # none was there before: as it was
-        events: list[Event] = []
-        fresh = set(ids)  # not stored twice
-        for entry, event in zip(entries, built, strict=True):
-            if event is None:  # trimmed while pending: nothing to deliver
-                self.to_ack.append(entry[0].decode())
-            elif event.id in acked or event.id in acked_before or event.id not in fresh:
-                self.to_ack.append(event.id)  # the ack was lost, or stored twice
-                self.discarded += 1
-            elif event.id in rolled_back and event.id not in counts:
-                continue  # read before its rollback ran: it comes again, counted
-            elif event.id not in handed:
-                rolled_back.discard(event.id)
-                handed.add(event.id)
-                events.append(event)
-        return events
 
     def wait(self, newest: str, rung: str, seconds: float, *, read: bool = True) -> list[Op[Any]]:
         """Block until the stream grows or the bell rings (events dealt, window room).
@@ -418,22 +410,14 @@ class SharedHandout:
             return []
         return self._events(pending, {})
 
-    def commit(self, events: Sequence[Event]) -> None:
-        """Acknowledge events handed out here (an event rolled back, acknowledged already,
-        or no longer this consumer's after it was detached is not acknowledged again)."""
-        handed = self.handed
-        ids = [e.id for e in events if e.id in handed]
-        handed.difference_update(ids)
-        self.to_ack.extend(ids)
-        self._remember(ids)
+    def withdraw(self, events: Sequence[Event]) -> None:
+        """Events read that will not be handed out (the lease lapsed while they waited:
+        another consumer has them now)."""
+        self.ledger.withdraw(events)
 
-    def _remember(self, ids: Sequence[str]) -> None:
-        """Keep at least the last RECENT_ACKS acknowledged ids (and at most twice that), to
-        discard them if they come back: two generations of sets, the older dropped whole
-        when the newer is full, so remembering costs one set update per batch."""
-        self._acked.update(ids)
-        if len(self._acked) >= RECENT_ACKS:
-            self._acked_before, self._acked = self._acked, set()
+    def commit(self, events: Sequence[Event]) -> None:
+        """Acknowledge events handed out here (`Ledger.commit`)."""
+        self.to_ack.extend(self.ledger.commit(events))
 
     def flush(self) -> list[Op[Any]]:
         """The deferred acks now. They ring the bell only when a fetch may wait for them
@@ -441,9 +425,8 @@ class SharedHandout:
         acks, self.to_ack = self.to_ack, []
         if not acks:
             return []
-        args = [self.durable, self.id, self._token, *self._acks(acks)]
-        if self._counted:
-            self._counted.difference_update(acks)
+        args = [self.durable, self.id, self._token, *self.ledger.acks(acks)]
+        self.ledger.acknowledged(acks)
         keys: tuple[str, ...] = self._ack_keys
         if self.pooled:  # keyed: the keys acknowledged are free, maybe for another member
             keys = (*keys, self._fetch_keys[8], self._fetch_keys[15])  # the bell, the holds
@@ -470,16 +453,16 @@ class SharedHandout:
         if not events:
             return None
         ids = [e.id for e in events]
-        self.handed.difference_update(ids)
-        self._counted.difference_update(ids)  # counted again when dealt again
-        if len(self._rolled_back) >= RECENT_ACKS:  # most went to others: the oldest go
-            self._rolled_back.clear()
-        self._rolled_back.update(ids)
+        self.ledger.roll_back(ids)
         self.tap_open, self.wait_open = False, 0  # the script closes every tap: these first
+        self._generation += 1  # a read ahead brings later events: they come after these
         k, d = self.k, self.durable
+        args: list[Any] = [d, self.id, int(delay_s * 1000), len(ids), *ids]
+        if self.reads_ahead:  # what it read ahead goes back too, behind these
+            args += ["1", *self.handed]
         return script("rollback_shared", [k.stream, k.redo(d), k.delayed(d), k.redeliveries(d),
                                           k.bell(d), k.taps(d), k.tally(d)],
-                      [d, self.id, int(delay_s * 1000), *ids], context=self.context)  # fmt: skip
+                      args, context=self.context)  # fmt: skip
 
     def release(self, unhanded: Sequence[Event]) -> list[Op[Any]]:
         """Flush the acks and leave the ring; events handed out and not acked are dealt again."""
@@ -487,6 +470,7 @@ class SharedHandout:
         handed = sorted(self.handed.difference(e.id for e in unhanded))
         self.handed.clear()
         self.tap_open, self.wait_open = False, 0
+        self._generation += 1
         k, d = self.k, self.durable
         ops.append(script("release_shared", [k.stream, k.members(d), k.alive(d), k.ring(d),
                                              k.redo(d), k.redeliveries(d), k.bell(d),
@@ -495,4 +479,11 @@ class SharedHandout:
         return ops
 
 
-__all__ = ["READY", "RECENT_ACKS", "TAP_CLOSED", "TAP_GRACE_MS", "Dealt", "SharedHandout"]
+__all__ = [
+    "READ_AHEAD_WINDOW",
+    "READY",
+    "TAP_CLOSED",
+    "TAP_GRACE_MS",
+    "Dealt",
+    "SharedHandout",
+]

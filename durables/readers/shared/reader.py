@@ -15,8 +15,9 @@ from dataclasses import replace
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
+from ...errors import DurablesError
 from ...io.leases import Lease
-from ...ops.flows import Flow, run, send
+from ...ops.flows import Flow, Posted, collect, post, run, send
 from ..base import C, Reader
 from .handout import SharedHandout
 
@@ -53,15 +54,22 @@ class SharedReader(Reader[C]):
             k, durable, kind, self.id, window=window, lease_ms=ctx.lease_ms, selector=selector
         )
         self._context = self.state.context
+        self._ahead: Posted | None = None
+        """A serial holder's read ahead, sent and not yet collected (`_posting`)."""
 
     def attaching(self, *, retry: bool = True) -> Flow[None]:
         """Join (or after an outage or a lapsed lease, join again) with this window."""
         epoch = self.ctx.executor.epoch
+        sent = self.ctx.clock()
         version = yield from run(self.state.attach(), retry=retry)
         with self.lock:
             self.state.on_attach(version)
+            if self.replicated:  # each read waits for the replicas: none goes ahead
+                self.state.reads_ahead = False
+        self._on_held(sent)
         self._epoch, self._lost = epoch, False
-        self.ctx.runtime.heartbeat.add(Lease(self.id, self.state.renew(), self._on_lost))
+        lease = Lease(self.id, self.state.renew(), self._on_lost, on_held=self._on_held)
+        self.ctx.runtime.heartbeat.add(lease)
 
     def reattaching(self) -> Flow[None]:
         yield from self.attaching(retry=False)
@@ -71,6 +79,10 @@ class SharedReader(Reader[C]):
         while True:
             if self._unconfirmed:
                 return (yield from self._confirming(deadline))
+            if self._ahead is not None:
+                events = yield from self._collecting()
+                if events:
+                    return (yield from self._handing(events))
             block = min(deadline - clock(), self.ctx.settings.block_s)
             made = partial(self.state.fetch, block)
             ops, replies = yield from self._exchanging(made, self.state.fetch_failed, deadline)
@@ -82,8 +94,7 @@ class SharedReader(Reader[C]):
                 self._notice(dealt.notice)
             remaining = deadline - clock()
             if dealt.events or remaining <= 0:
-                yield from self._stopping()
-                return dealt.events
+                return (yield from self._handing(dealt.events))
             if dealt.waited:  # it blocked for new events through a tap already
                 continue
             with self.lock:
@@ -97,8 +108,60 @@ class SharedReader(Reader[C]):
             with self.lock:
                 events = self.state.on_wait(replies)
             if events:  # dealt by another's fetch, read behind the wait (keyed)
-                yield from self._stopping()
-                return events
+                return (yield from self._handing(events))
+
+    def _handing(self, events: list[Event]) -> Flow[list[Event]]:
+        """`events` to hand out, once this consumer stops asking (`_stopping`) and, with
+        some, its read ahead went out (`_posting`)."""
+        yield from self._stopping()
+        if events:
+            yield from self._posting()
+        return events
+
+    def _posting(self) -> Flow[None]:
+        """A serial holder's next read goes out now, before the application handles the
+        events this one brought (`SharedHandout.ahead`): the server reads while the
+        client works, and the next fetch collects it."""
+        if self.replicated:
+            return  # each read waits for the replicas before its events are handed out
+        with self.lock:
+            ops = self.state.ahead()
+        if ops:
+            self._ahead = yield from post(ops)
+
+    def _collecting(self) -> Flow[list[Event]]:
+        """The events of the read ahead, fenced: they may have waited in the socket through
+        a pause or an outage longer than the lease (`_fenced`)."""
+        with self.lock:
+            posted, self._ahead = self._ahead, None
+        if posted is None:
+            return []
+        try:
+            replies = yield from collect(posted)
+        except BaseException:
+            with self.lock:
+                self.state.fetch_failed()
+            raise
+        with self.lock:
+            dealt = self.state.on_fetch(replies)
+        return (yield from self._fenced(dealt.events))
+
+    def _dropping_ahead(self) -> Flow[None]:
+        """Closing: the read ahead's reply read, its events left pending (the release sends
+        them back uncounted, never handed out), its acknowledgements kept if not made."""
+        with self.lock:
+            posted, self._ahead = self._ahead, None
+            if posted is None:
+                return
+            self.state.drop_ahead()
+        try:
+            replies = yield from collect(posted)
+        except DurablesError:
+            with self.lock:
+                self.state.fetch_failed()
+            return
+        with self.lock:
+            self.state.on_fetch(replies)
 
     def _stopping(self) -> Flow[None]:
         """This consumer stops asking: if it watches for the others, it hands that on."""
@@ -140,6 +203,7 @@ class SharedReader(Reader[C]):
         """Leave the ring; with the server away, the lease lapses by itself and the
         dispatcher hands this consumer's events to the others."""
         self.ctx.runtime.heartbeat.remove(self.id)
+        yield from self._dropping_ahead()
         with self.lock:
             ops = self.state.release(unhanded)
         yield from self._giving_up(ops)
