@@ -242,18 +242,36 @@ class SharedHandout:
             room = min(room, (self.window + 1) // 2)
         return max(1, room)
 
-    def ahead(self) -> list[Op[Any]] | None:
+    def ahead(self, coming: int = 0) -> list[Op[Any]] | None:
         """The next read of a serial holder, to send before the application handles the
-        events just handed out (`Post`): its tap's read with the acknowledgements made so
-        far, never blocking (a fetch decides then how long to wait). None when there is
-        no read ahead to make: another kind, the tap closed, the window full."""
-        room = self.window - len(self.handed)
+        events just read (`Post`; `coming`: how many of them are not handed out yet): its
+        tap's read with the acknowledgements made so far, never blocking (a fetch decides
+        then how long to wait). None when there is no read ahead to make: another kind,
+        the tap closed, the window full."""
+        room = self.window - len(self.handed) - coming
         if not (self.reads_ahead and self.tap_open and room >= 1):
             return None
         self._in_flight, self.to_ack = self.to_ack, []
         self._block_ms, self._fast, self._stage = 0, True, "ahead"
         self._sent_in = self._generation
         return self._tap_fetch(block=False)
+
+    def took_ahead(self, replies: Sequence[Any]) -> list[Any]:
+        """The reply of a read ahead, settled (its acknowledgements, the tap): the entries
+        it brought, to hand out (`hand_out`) once the next read ahead went out; none if
+        they are no longer this consumer's to hand out as they come (`_generation`)."""
+        acks, self._in_flight = self._in_flight, []
+        renewed, new = replies
+        self._carried(acks, made=bool(renewed))  # not made: its tap was closed
+        if self._sent_in != self._generation:
+            return []  # left to the next fetch's read of the pending list
+        self.tap_open = bool(renewed) and new is not None
+        self._took = len(new or ())
+        return new or []
+
+    def hand_out(self, entries: Sequence[Any]) -> list[Event]:
+        """The events of entries a read ahead brought (`took_ahead`)."""
+        return self._events(entries, {})
 
     def drop_ahead(self) -> None:
         """The read ahead's events are not to be handed out (the consumer closes): they stay

@@ -80,9 +80,9 @@ class SharedReader(Reader[C]):
             if self._unconfirmed:
                 return (yield from self._confirming(deadline))
             if self._ahead is not None:
-                events = yield from self._collecting()
+                events = yield from self._collecting()  # (it sent the next read ahead)
                 if events:
-                    return (yield from self._handing(events))
+                    return events
             block = min(deadline - clock(), self.ctx.settings.block_s)
             made = partial(self.state.fetch, block)
             ops, replies = yield from self._exchanging(made, self.state.fetch_failed, deadline)
@@ -118,20 +118,21 @@ class SharedReader(Reader[C]):
             yield from self._posting()
         return events
 
-    def _posting(self) -> Flow[None]:
+    def _posting(self, coming: int = 0) -> Flow[None]:
         """A serial holder's next read goes out now, before the application handles the
-        events this one brought (`SharedHandout.ahead`): the server reads while the
-        client works, and the next fetch collects it."""
+        events this one brought (`SharedHandout.ahead`; `coming` of them are not handed
+        out yet): the server reads while the client works, and the next fetch collects it."""
         if self.replicated:
             return  # each read waits for the replicas before its events are handed out
         with self.lock:
-            ops = self.state.ahead()
+            ops = self.state.ahead(coming)
         if ops:
             self._ahead = yield from post(ops)
 
     def _collecting(self) -> Flow[list[Event]]:
         """The events of the read ahead, fenced: they may have waited in the socket through
-        a pause or an outage longer than the lease (`_fenced`)."""
+        a pause or an outage longer than the lease (`_fenced`). The next read ahead goes
+        out before they are built, so the server reads while the client builds them."""
         with self.lock:
             posted, self._ahead = self._ahead, None
         if posted is None:
@@ -143,8 +144,13 @@ class SharedReader(Reader[C]):
                 self.state.fetch_failed()
             raise
         with self.lock:
-            dealt = self.state.on_fetch(replies)
-        return (yield from self._fenced(dealt.events))
+            entries = self.state.took_ahead(replies)
+        if not entries:
+            return []
+        yield from self._posting(len(entries))
+        with self.lock:
+            events = self.state.hand_out(entries)
+        return (yield from self._fenced(events))
 
     def _dropping_ahead(self) -> Flow[None]:
         """Closing: the read ahead's reply read, its events left pending (the release sends
