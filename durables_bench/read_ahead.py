@@ -1,14 +1,18 @@
-"""What reading ahead would give a serial durable's holder, measured on the plain program.
+"""What reading ahead gives a serial durable's holder, on the plain program and on durables.
 
 A serial durable lets one consumer hold the line; the benchmark's plain program drains with
-two readers at once. This probe drains the same channel three ways with plain redis-py
-commands: one reader that waits for each reply (a holder today), one reader that keeps
-two reads in flight (its acknowledgements two reads behind, as a holder reading ahead
-inside its window would), and two readers on threads (the benchmark's plain program).
-The server works on the next read while the client parses the last one only when that
-read was sent before the reply was read.
+two readers at once. This probe drains the same channel with plain redis-py commands three
+ways: one reader that waits for each reply, one reader that keeps two reads in flight (its
+acknowledgements two reads behind), and two readers on threads (the benchmark's plain
+program); and with a serial durable's holder (window 100, auto-ack) two ways: reading
+ahead (the default from a window of 16: half the window at a time, the next half read
+while the application works) and taking its window whole. The server works on the next
+read while the client handles the last one only when that read was sent first.
 
-Run it with `python -m durables_bench.read_ahead [--events N] [--rounds R]`.
+`--work-us W` makes every reader spend W microseconds per event after each batch (a busy
+loop: the application's own work), which is where reading ahead pays.
+
+Run it with `python -m durables_bench.read_ahead [--events N] [--rounds R] [--work-us W]`.
 """
 
 from __future__ import annotations
@@ -17,11 +21,14 @@ import argparse
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import redis
+
+import durables
+from durables.readers.shared import handout
 
 from .consume import RawConsumer, drain_raw, fill_raw, raw_readers
 from .env import RAW_GROUP, RAW_STREAM, at_least_one
@@ -30,6 +37,16 @@ from .servers import ValkeyServer
 IN_FLIGHT = 2
 BATCH = 50
 """Events per read ahead: a window of 100 holds the batch handled and the reads in flight."""
+WINDOW = 100
+"""The durables holder's window (prefetch)."""
+
+
+def work(events: int, work_s: float) -> None:
+    """The application's own work on a batch: a busy loop of `work_s` per event."""
+    if work_s > 0 and events:
+        end = time.perf_counter() + work_s * events
+        while time.perf_counter() < end:
+            pass
 
 
 def _fill(r: redis.Redis, events: int) -> None:
@@ -38,9 +55,49 @@ def _fill(r: redis.Redis, events: int) -> None:
     fill_raw(r, events)
 
 
-def one_reader(r: redis.Redis, events: int) -> float:
+def one_reader(r: redis.Redis, events: int, work_s: float = 0.0) -> float:
     """Events/s of one reader that sends its next read (with the acks) after each reply."""
-    return drain_raw([RawConsumer(r, "w0")], events).per_s
+    reader = RawConsumer(r, "w0")
+
+    def step() -> int:
+        got = len(reader.read())
+        work(got, work_s)
+        return got
+
+    return drain_raw([reader], events).per_s if not work_s else _timed(step, events)
+
+
+def _timed(step: Callable[[], int], events: int) -> float:
+    started, got = time.perf_counter(), 0
+    while got < events:
+        read = step()
+        if not read:
+            break
+        got += read
+    return got / (time.perf_counter() - started)
+
+
+def holder(url: str, events: int, work_s: float, *, ahead: bool) -> float:
+    """Events/s of a serial durable's holder (window 100, auto-ack) that reads ahead or
+    takes its window whole (the threshold moved out of reach, for this measurement only)."""
+    kept = handout.READ_AHEAD_WINDOW
+    handout.READ_AHEAD_WINDOW = kept if ahead else WINDOW + 1
+    try:
+        with durables.connect(url, namespace=f"probe-{time.monotonic_ns()}") as client:
+            channel = client.channel("line")
+            durable = channel.durable("line", kind="serial")
+            for start in range(0, events, 1000):
+                channel.publish_many([durables.Message(b"x" * 100)] * min(1000, events - start))
+            with durable.consumer("w0", prefetch=WINDOW, auto_ack=True) as consumer:
+
+                def step() -> int:
+                    got = len(consumer.fetch(timeout=1))
+                    work(got, work_s)
+                    return got
+
+                return _timed(step, events)
+    finally:
+        handout.READ_AHEAD_WINDOW = kept
 
 
 def two_readers(url: str, events: int) -> float:
@@ -48,7 +105,7 @@ def two_readers(url: str, events: int) -> float:
         return drain_raw(readers, events).per_s
 
 
-def reading_ahead(r: redis.Redis, events: int) -> float:
+def reading_ahead(r: redis.Redis, events: int, work_s: float = 0.0) -> float:
     """Events/s of one reader that keeps `IN_FLIGHT` reads on the wire."""
     conn: Any = r.connection_pool.get_connection()
     try:
@@ -76,6 +133,7 @@ def reading_ahead(r: redis.Redis, events: int) -> float:
             batch = entries(in_flight.pop(0))
             in_flight.append(send(acks))  # before this batch is handled
             acks = [entry[0] for entry in batch]
+            work(len(batch), work_s)
             got += len(batch)
             if not batch:  # the channel was filled first: nothing more will come
                 break
@@ -88,20 +146,26 @@ def reading_ahead(r: redis.Redis, events: int) -> float:
         r.connection_pool.release(conn)
 
 
-def run(events: int, rounds: int) -> list[tuple[float, float, float]]:
-    """Per round: one reader, one reader reading ahead, two readers (events/s)."""
-    results = []
-    with tempfile.TemporaryDirectory() as work, ValkeyServer(Path(work)) as server:
+def run(events: int, rounds: int, work_s: float = 0.0) -> list[tuple[float, ...]]:
+    """Per round, events/s: one plain reader, one reading ahead, two plain readers (with no
+    work only: they share the client's one interpreter), the durables holder reading
+    ahead, and taking its window whole."""
+    results: list[tuple[float, ...]] = []
+    with tempfile.TemporaryDirectory() as work_dir, ValkeyServer(Path(work_dir)) as server:
         url = ValkeyServer.url.fget(server)  # type: ignore[attr-defined]
         r = redis.Redis.from_url(url)
         try:
             for _ in range(rounds):
                 _fill(r, events)
-                one = one_reader(r, events)
+                one = one_reader(r, events, work_s)
                 _fill(r, events)
-                ahead = reading_ahead(r, events)
+                ahead = reading_ahead(r, events, work_s)
                 _fill(r, events)
-                results.append((one, ahead, two_readers(url, events)))
+                two = two_readers(url, events) if not work_s else float("nan")
+                r.flushall()
+                held_ahead = holder(url, events, work_s, ahead=True)
+                held_whole = holder(url, events, work_s, ahead=False)
+                results.append((one, ahead, two, held_ahead, held_whole))
         finally:
             r.close()
     return results
@@ -113,10 +177,14 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--events", type=at_least_one, default=60_000)
     parser.add_argument("--rounds", type=at_least_one, default=3)
+    parser.add_argument("--work-us", type=float, default=0.0)
     args = parser.parse_args(argv)
-    print("| one reader | one reader, two reads in flight | two readers |\n|---|---|---|")
-    for one, ahead, two in run(args.events, args.rounds):
-        print(f"| {one:,.0f} | {ahead:,.0f} | {two:,.0f} |")
+    print(
+        "| one reader | one reader, two reads in flight | two readers "
+        "| durables serial, reading ahead | durables serial, window whole |\n|---|---|---|---|---|"
+    )
+    for row in run(args.events, args.rounds, args.work_us * 1e-6):
+        print("| " + " | ".join("—" if v != v else f"{v:,.0f}" for v in row) + " |")
     return 0
 
 

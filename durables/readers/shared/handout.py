@@ -135,7 +135,7 @@ class SharedHandout:
         """READY: this idle shared consumer may wait without the dispatcher, else 0."""
         self._watching = False  # it watches on past its last wait (settle_shared.lua)
         self._fast = False  # the fetch in flight is `_tap_fetch`
-        self._stage = "deal"  # the fetch in flight: "deal", "wait" (`_wait`) or "ahead"
+        self._stage = "deal"  # the fetch in flight: "deal", or "wait" (`_wait`)
         self._chime = "0-0"
         """Keyed: the newest id of this consumer's own bell when it last fetched."""
         self._token = ""
@@ -252,9 +252,8 @@ class SharedHandout:
         if not (self.reads_ahead and self.tap_open and room >= 1):
             return None
         self._in_flight, self.to_ack = self.to_ack, []
-        self._block_ms, self._fast, self._stage = 0, True, "ahead"
-        self._sent_in = self._generation
-        return self._tap_fetch(block=False)
+        self._block_ms, self._sent_in = 0, self._generation
+        return self._tap_fetch(block=False)  # its reply goes to `took_ahead`
 
     def took_ahead(self, replies: Sequence[Any]) -> list[Any]:
         """The reply of a read ahead, settled (its acknowledgements, the tap): the entries

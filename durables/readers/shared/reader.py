@@ -167,7 +167,7 @@ class SharedReader(Reader[C]):
                 self.state.fetch_failed()
             return
         with self.lock:
-            self.state.on_fetch(replies)
+            self.state.took_ahead(replies)
 
     def _stopping(self) -> Flow[None]:
         """This consumer stops asking: if it watches for the others, it hands that on."""
