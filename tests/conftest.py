@@ -302,6 +302,7 @@ MEMORY_BLOCKS_LEFT_OUT = {
 """A docs block (`test_docs.py`) that does one of these needs a server process."""
 MEMORY_HELPERS_LEFT_OUT = {
     "python_child": "runs a child process, which cannot reach a store in this one",
+    "FaultProxy": "cuts connections through a fault proxy (memory:// has none)",
     "run_on_terminal": "runs the `durables` command as a process on a terminal",
 }
 """Tests that call one of these helpers run the library in another process."""
