@@ -21,7 +21,7 @@ from durables.readers.shared.handout import READ_AHEAD_WINDOW
 from .children import Lines, python_child
 from .conftest import FAST
 from .faultproxy import FaultProxy
-from .helpers import fetch_all, texts, wait_for
+from .helpers import command_calls, fetch_all, texts, wait_for
 from .servers import RedisProcess
 
 WINDOW = 20
@@ -227,3 +227,25 @@ def test_a_read_ahead_lost_in_a_network_fault_comes_again_in_order(
     assert lost == []
     assert firsts == sent  # first deliveries in publish order
     assert duplicated == 0 and unflagged == []
+
+
+def test_a_holder_with_no_backlog_does_not_read_ahead(server: RedisProcess, namespace: str) -> None:
+    """Events that come one at a time find the holder blocked in its read: a read ahead
+    would be a round trip that brings nothing, so none goes out (one read per event)."""
+    with (
+        durables.connect(server.url, namespace=namespace, **FAST) as client,
+        server.client() as raw,
+    ):
+        channel = client.channel("orders")
+        dur = channel.durable("line", kind="serial")
+        with dur.consumer("one", prefetch=WINDOW, auto_ack=True) as one:
+            publish(channel, 1)
+            assert len(one.fetch(timeout=2)) == 1  # the tap is open from here on
+            before = command_calls(raw, "xreadgroup")
+            trickled = 20
+            for n in range(trickled):
+                sent = publish(channel, 1, start=n + 2)
+                assert texts(one.fetch(timeout=2)) == sent
+            reads = command_calls(raw, "xreadgroup") - before
+    print(f"{trickled} events one at a time: {reads} reads")
+    assert reads <= trickled + 2

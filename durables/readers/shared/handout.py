@@ -127,6 +127,7 @@ class SharedHandout:
         such a read's events to the next fetch's read of the pending list."""
         self._sent_in = 0  # the generation the fetch in flight was sent in
         self._took = 0  # events the last read through a tap took
+        self._asked = 0  # how many the last read through a tap asked for
         self._busy = False  # the last fetch brought several events: a shared tap may pay
         self._block_ms = 0
         self.tap_open = False
@@ -215,6 +216,7 @@ class SharedHandout:
         """Up to `count` new events straight from the channel while the tap is open (None
         once it is not: the read then fails at once, or wakes when the tap is deleted)."""
         blocking = ("BLOCK", self._block_ms) if self._block_ms and block else ()
+        self._asked = count
         return command("XREADGROUP", "GROUP", self.durable, self.id, "COUNT", count, *blocking,
                        "STREAMS", self.k.stream, self._fetch_keys[11], ">", ">",
                        parse=parsed.tapped, context=self.context, tolerate=TAP_CLOSED)  # fmt: skip
@@ -247,9 +249,12 @@ class SharedHandout:
         events just read (`Post`; `coming`: how many of them are not handed out yet): its
         tap's read with the acknowledgements made so far, never blocking (a fetch decides
         then how long to wait). None when there is no read ahead to make: another kind,
-        the tap closed, the window full."""
+        the tap closed, the window full, or no backlog (the last read took less than it
+        asked for: reading ahead would cost a round trip that brings nothing)."""
         room = self.window - len(self.handed) - coming
         if not (self.reads_ahead and self.tap_open and room >= 1):
+            return None
+        if self._took < self._asked:  # no backlog: the next event comes to a blocked read
             return None
         self._in_flight, self.to_ack = self.to_ack, []
         self._block_ms, self._sent_in = 0, self._generation
