@@ -14,7 +14,8 @@ from durables.key_hash import key_hash
 from durables.ops import sessions
 from durables.ops.sessions import interest_matches
 from durables.readers.exclusive.cursor import ExclusiveCursor
-from durables.readers.shared.handout import SharedHandout
+from durables.readers.shared.handout import READ_AHEAD_WINDOW, SharedHandout
+from durables.readers.shared.ledger import RECENT_ACKS, Ledger
 from durables.records import Interest
 from durables.selector import compile_filter
 
@@ -417,3 +418,44 @@ def test_session_replays_up_to_the_marker_then_reads_live_with_a_block() -> None
     assert live.args[live.args.index("BLOCK") + 1] == 200 and live.args[-1] == ">"
     (idle,) = c.on_read([])
     assert idle.live_first and idle.events == [] and c.ack(idle) is None
+
+
+def test_a_rolled_back_event_read_again_before_its_rollback_ran_is_not_handed_out() -> None:
+    """A read racing a rollback finds the event still pending here, uncounted: it is not
+    handed out as new. Remembered for at least RECENT_ACKS rollbacks after it (two
+    generations, not one set cleared whole)."""
+    ledger = Ledger(K.channel)
+    first = ledger.hand_out([entry("1-0", d="x")], {}, [])
+    ledger.roll_back([e.id for e in first])
+    later = [f"{n}-1" for n in range(2, RECENT_ACKS + 2)]  # as many rollbacks after it
+    ledger.hand_out([entry(i, d="x") for i in later], {}, [])
+    ledger.roll_back(later)
+    assert ledger.hand_out([entry("1-0", d="x")], {}, []) == []  # read before its rollback ran
+    again = ledger.hand_out([entry("1-0", d="x")], {"1-0": 1}, [])  # dealt again, counted
+    assert [e.id for e in again] == ["1-0"] and again[0].redelivered
+
+
+def test_a_serial_holder_reads_ahead_half_its_window_and_only_with_a_backlog() -> None:
+    """Each read through the tap asks for half the window; the read ahead is the tap's
+    read with the acknowledgements so far, never blocking; none goes out when the last
+    read took less than it asked for, or when the tap is closed."""
+    s = SharedHandout(K, "d", "serial", "w#1", window=READ_AHEAD_WINDOW, lease_ms=1000)
+    half = READ_AHEAD_WINDOW // 2
+    ops = s.fetch(1.0)
+    assert ops[-1].args[ops[-1].args.index("COUNT") + 1] == half
+    ids = [f"{n}-0" for n in range(1, half + 1)]
+    got = s.on_fetch([dealt_reply(tap=1), [], [entry(i, d="x") for i in ids]]).events
+    s.commit(got)
+    ahead = s.ahead()
+    assert ahead is not None
+    renew, read = ahead
+    assert renew.script == "ack_tap" and list(renew.args[-half:]) == ids  # the acks so far
+    assert "BLOCK" not in read.args and read.args[read.args.index("COUNT") + 1] == half
+    more = [f"{n}-0" for n in range(half + 1, half + 4)]  # fewer than asked: no backlog
+    handed = s.hand_out(s.took_ahead([1, [entry(i, d="x") for i in more]]))
+    assert [e.id for e in handed] == more
+    assert s.ahead() is None
+    # a rollback names what it keeps: whatever else it holds was read ahead, and goes back
+    back = s.rollback(handed[:1], 0.0)
+    assert back is not None and back.args[:6] == ("d", "w#1", 0, 1, more[0], "1")
+    assert sorted(back.args[6:]) == sorted(more[1:])

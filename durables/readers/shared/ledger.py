@@ -31,7 +31,9 @@ class Ledger:
         self.rolled_back: set[str] = set()
         """Events rolled back here and not dealt again since: until the rollback has run,
         they are still in this consumer's pending list, where a read racing it (another
-        thread's fetch or wait) must not take them for new ones."""
+        thread's fetch or wait) must not take them for new ones. Two generations, as the
+        acknowledged ids (`_remember`): at least the last RECENT_ACKS are kept."""
+        self._rolled_back_before: set[str] = set()
         self.counted: set[str] = set()
         """Events dealt with a redelivery count, until acknowledged: only their counts need
         dropping with a plain acknowledgement (`acks`)."""
@@ -45,6 +47,7 @@ class Ledger:
         self.handed.clear()
         self.counted.clear()
         self.rolled_back.clear()
+        self._rolled_back_before.clear()
 
     def hand_out(
         self, entries: Sequence[Any], counts: dict[str, int], to_ack: list[str]
@@ -61,13 +64,14 @@ class Ledger:
         ids = [event.id for event in built if event is not None and not duplicate(event)]
         # The usual batch, checked by whole-set operations: nothing trimmed, lately
         # acknowledged or handed out already, no id twice (the size grows by all of them).
-        rolled_back = self.rolled_back
+        rolled_back, rolled_back_before = self.rolled_back, self._rolled_back_before
         if (
             len(ids) == len(built)
             and handed.isdisjoint(ids)
             and acked.isdisjoint(ids)
             and acked_before.isdisjoint(ids)
             and (not rolled_back or rolled_back.isdisjoint(ids))
+            and (not rolled_back_before or rolled_back_before.isdisjoint(ids))
         ):
             before = len(handed)
             handed.update(ids)
@@ -82,10 +86,13 @@ class Ledger:
             elif event.id in acked or event.id in acked_before or event.id not in fresh:
                 to_ack.append(event.id)  # the ack was lost, or stored twice
                 self.discarded += 1
-            elif event.id in rolled_back and event.id not in counts:
+            elif (
+                event.id in rolled_back or event.id in rolled_back_before
+            ) and event.id not in counts:
                 continue  # read before its rollback ran: it comes again, counted
             elif event.id not in handed:
                 rolled_back.discard(event.id)
+                rolled_back_before.discard(event.id)
                 handed.add(event.id)
                 events.append(event)
         return events
@@ -117,9 +124,9 @@ class Ledger:
         for new events if a racing read finds them still pending here."""
         self.handed.difference_update(ids)
         self.counted.difference_update(ids)
-        if len(self.rolled_back) >= RECENT_ACKS:  # most went to others: the oldest go
-            self.rolled_back.clear()
         self.rolled_back.update(ids)
+        if len(self.rolled_back) >= RECENT_ACKS:  # most went to others: the oldest go
+            self._rolled_back_before, self.rolled_back = self.rolled_back, set()
 
     def acks(self, acks: Sequence[str]) -> list[Any]:
         """Acknowledgements for a script that makes them behind its own check
