@@ -11,6 +11,7 @@ import signal
 import textwrap
 import threading
 import time
+from collections.abc import Callable
 from functools import partial
 
 import pytest
@@ -249,3 +250,42 @@ def test_a_holder_with_no_backlog_does_not_read_ahead(server: RedisProcess, name
             reads = command_calls(raw, "xreadgroup") - before
     print(f"{trickled} events one at a time: {reads} reads")
     assert reads <= trickled + 2
+
+
+@pytest.mark.on_cluster
+@pytest.mark.both_clients
+def test_serial_subscribers_reading_ahead_process_in_publish_order_one_at_a_time(
+    channel: durables.Channel,
+) -> None:
+    """Three subscribers with windows that read ahead, each listener taking a little time:
+    every event processed once, in publish order, and never by two subscribers at once."""
+    dur = channel.durable("line", kind="serial")
+    lock = threading.Lock()
+    processed: list[str] = []
+    holding: set[str] = set()
+    overlaps: list[set[str]] = []
+
+    def worker(name: str) -> Callable[[durables.Event], None]:
+        def listener(event: durables.Event) -> None:
+            with lock:
+                holding.add(name)
+                if len(holding) > 1:
+                    overlaps.append(set(holding))
+                processed.append(event.text)
+            time.sleep(0.0005)
+            with lock:
+                holding.discard(name)
+            event.ack()
+
+        return listener
+
+    subs = [dur.subscribe(worker(n), window=WINDOW, name=n) for n in ("a", "b", "c")]
+    try:
+        sent = publish(channel, 300)
+        assert wait_for(lambda: len(processed) >= len(sent), timeout=30)
+    finally:
+        for sub in subs:
+            sub.close()
+    assert processed == sent
+    assert overlaps == []
+    assert dur.depth() == 0 and dur.transaction_depth() == 0
