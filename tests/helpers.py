@@ -108,3 +108,29 @@ def fetch_loops(
         stop.set()
         for thread in threads:
             thread.join(5)
+
+
+class Line:
+    """Listeners of a serial durable's subscribers that record what they processed, in
+    order, and every moment two of them held events at once (`overlaps`)."""
+
+    def __init__(self, pause: Callable[[], float]) -> None:
+        self.pause = pause  # seconds each event takes
+        self.lock = threading.Lock()
+        self.processed: list[str] = []
+        self.holding: set[str] = set()
+        self.overlaps: list[set[str]] = []
+
+    def listener(self, name: str) -> Callable[[durables.Event], None]:
+        def on_event(event: durables.Event) -> None:
+            with self.lock:
+                self.holding.add(name)
+                if len(self.holding) > 1:
+                    self.overlaps.append(set(self.holding))
+                self.processed.append(event.text)
+            time.sleep(self.pause())
+            with self.lock:
+                self.holding.discard(name)
+            event.ack()
+
+        return on_event

@@ -6,7 +6,6 @@ from __future__ import annotations
 import random
 import threading
 import time
-from collections.abc import Callable
 
 import pytest
 
@@ -14,7 +13,7 @@ import durables
 from durables.keys import ChannelKeys
 
 from .conftest import FAST, Connect
-from .helpers import fetch_all, publish, texts
+from .helpers import Line, fetch_all, publish, texts
 from .servers import RedisProcess
 
 pytestmark = [pytest.mark.on_cluster, pytest.mark.both_clients]
@@ -95,27 +94,10 @@ def test_serial_processing_order_equals_publish_order_with_three_consumers(
     channel: durables.Channel,
 ) -> None:
     dur = channel.durable("line", kind="serial")
-    processed: list[str] = []
-    holding: set[str] = set()
-    overlaps: list[set[str]] = []
-    lock = threading.Lock()
     rng = random.Random(7)
-
-    def worker(name: str) -> Callable[[durables.Event], None]:
-        def listener(event: durables.Event) -> None:
-            with lock:
-                holding.add(name)
-                if len(holding) > 1:
-                    overlaps.append(set(holding))
-                processed.append(event.text)
-            time.sleep(rng.random() * 0.01)
-            with lock:
-                holding.discard(name)
-            event.ack()
-
-        return listener
-
-    subs = [dur.subscribe(worker(n), window=1, name=n) for n in ("a", "b", "c")]
+    line = Line(lambda: rng.random() * 0.01)
+    processed = line.processed
+    subs = [dur.subscribe(line.listener(n), window=1, name=n) for n in ("a", "b", "c")]
     try:
         publish(channel, 60)
         deadline = time.monotonic() + 20
@@ -125,7 +107,7 @@ def test_serial_processing_order_equals_publish_order_with_three_consumers(
         for sub in subs:
             sub.close()
     assert processed == [f"e{i}" for i in range(1, 61)]
-    assert overlaps == []
+    assert line.overlaps == []
 
 
 def test_two_serial_consumers_that_keep_asking_see_the_line_stay_with_one_of_them(

@@ -11,7 +11,6 @@ import signal
 import textwrap
 import threading
 import time
-from collections.abc import Callable
 from functools import partial
 
 import pytest
@@ -22,7 +21,7 @@ from durables.readers.shared.handout import READ_AHEAD_WINDOW
 from .children import Lines, python_child
 from .conftest import FAST
 from .faultproxy import FaultProxy
-from .helpers import command_calls, fetch_all, texts, wait_for
+from .helpers import Line, command_calls, fetch_all, texts, wait_for
 from .servers import RedisProcess
 
 WINDOW = 20
@@ -260,32 +259,14 @@ def test_serial_subscribers_reading_ahead_process_in_publish_order_one_at_a_time
     """Three subscribers with windows that read ahead, each listener taking a little time:
     every event processed once, in publish order, and never by two subscribers at once."""
     dur = channel.durable("line", kind="serial")
-    lock = threading.Lock()
-    processed: list[str] = []
-    holding: set[str] = set()
-    overlaps: list[set[str]] = []
-
-    def worker(name: str) -> Callable[[durables.Event], None]:
-        def listener(event: durables.Event) -> None:
-            with lock:
-                holding.add(name)
-                if len(holding) > 1:
-                    overlaps.append(set(holding))
-                processed.append(event.text)
-            time.sleep(0.0005)
-            with lock:
-                holding.discard(name)
-            event.ack()
-
-        return listener
-
-    subs = [dur.subscribe(worker(n), window=WINDOW, name=n) for n in ("a", "b", "c")]
+    line = Line(lambda: 0.0005)
+    subs = [dur.subscribe(line.listener(n), window=WINDOW, name=n) for n in ("a", "b", "c")]
     try:
         sent = publish(channel, 300)
-        assert wait_for(lambda: len(processed) >= len(sent), timeout=30)
+        assert wait_for(lambda: len(line.processed) >= len(sent), timeout=30)
     finally:
         for sub in subs:
             sub.close()
-    assert processed == sent
-    assert overlaps == []
+    assert line.processed == sent
+    assert line.overlaps == []
     assert dur.depth() == 0 and dur.transaction_depth() == 0

@@ -10,7 +10,7 @@ import os
 import secrets
 import socket
 from collections.abc import Callable, Sequence
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, suppress
 from dataclasses import replace
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -137,14 +137,7 @@ class SharedReader(Reader[C]):
             posted, self._ahead = self._ahead, None
         if posted is None:
             return []
-        try:
-            replies = yield from collect(posted)
-        except BaseException:
-            with self.lock:
-                self.state.fetch_failed()
-            raise
-        with self.lock:
-            entries = self.state.took_ahead(replies)
+        entries = yield from self._settling(posted)
         if not entries:
             return []
         yield from self._posting(len(entries))
@@ -160,14 +153,21 @@ class SharedReader(Reader[C]):
             if posted is None:
                 return
             self.state.drop_ahead()
+        with suppress(DurablesError):  # closing does not fail for an outage
+            yield from self._settling(posted)
+
+    def _settling(self, posted: Posted) -> Flow[list[Any]]:
+        """The entries of a read ahead's reply (`SharedHandout.took_ahead`); if the reply is
+        lost, the acknowledgements it carried go with the next fetch, and the error is
+        raised."""
         try:
             replies = yield from collect(posted)
-        except DurablesError:
+        except BaseException:
             with self.lock:
                 self.state.fetch_failed()
-            return
+            raise
         with self.lock:
-            self.state.took_ahead(replies)
+            return self.state.took_ahead(replies)
 
     def _stopping(self) -> Flow[None]:
         """This consumer stops asking: if it watches for the others, it hands that on."""
