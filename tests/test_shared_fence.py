@@ -25,6 +25,7 @@ from .servers import RedisProcess
 
 pytestmark = pytest.mark.slow
 ROUNDS = 3
+MAX_ROUNDS = 10
 LEASE_S = 0.5
 
 HOLDER = textwrap.dedent(
@@ -53,7 +54,7 @@ def _has(line: str, lines: list[str]) -> bool:
     return line in lines
 
 
-def _held_by_the_holder(server: RedisProcess, namespace: str) -> bool:
+def _held_by_holder(server: RedisProcess, namespace: str) -> bool:
     """Whether the holder's blocked read was answered: an event pending for it."""
     with server.client() as raw:
         summary = raw.xpending(ChannelKeys(namespace, "orders").stream, "audit")
@@ -77,12 +78,15 @@ def test_a_holder_paused_in_a_blocked_fetch_never_hands_out_what_its_heir_holds(
         dur = channel.durable("audit", kind=kind)
         lines = Lines(proc)
         lines.until(partial(_has, "attached"), 20)
-        for n in range(ROUNDS):
+        answered, n = 0, 0
+        # an idle keyed holder waits on its bell: the event is not dealt to it, and every
+        # round counts; a shared or serial one may be stopped between two blocked reads
+        while answered < ROUNDS and n < MAX_ROUNDS:
             time.sleep(0.5)  # blocked in fetch() by now
             os.kill(proc.pid, signal.SIGSTOP)
             channel.publish(f"r{n}", key=f"k{n}")  # answers the blocked read
-            if kind != "keyed":  # (an idle keyed holder waits on its bell: not dealt yet)
-                assert wait_for(lambda: _held_by_the_holder(server, namespace), timeout=5)
+            held = kind == "keyed" or wait_for(partial(_held_by_holder, server, namespace), 1)
+            answered += held
             time.sleep(LEASE_S * 3)  # past the lease: the holder is reaped
             with dur.consumer("heir", prefetch=1) as heir:
                 got = fetch_all(heir, 1, timeout=10)
@@ -91,7 +95,12 @@ def test_a_holder_paused_in_a_blocked_fetch_never_hands_out_what_its_heir_holds(
                 to_heir += [e.text for e in got]
                 heir.commit()
             time.sleep(0.3)
-    held = [line.removeprefix("got ") for line in lines.seen if line.startswith("got ")]
-    print(f"{kind}, rounds {ROUNDS}: to the heir {to_heir}, to the paused holder {held}")
-    assert to_heir == [f"r{n}" for n in range(ROUNDS)]
-    assert held == []  # none reached two holders
+            n += 1
+    got_paused = [line.removeprefix("got ") for line in lines.seen if line.startswith("got ")]
+    print(
+        f"{kind}: {n} rounds, {answered} with the read answered during the pause; to the heir "
+        f"{to_heir}, to the paused holder {got_paused}"
+    )
+    assert answered >= 1  # the case this test is about happened (ROUNDS times, mostly)
+    assert to_heir == [f"r{i}" for i in range(n)]
+    assert got_paused == []  # none reached two holders
