@@ -44,6 +44,7 @@ LAYERS: dict[str, int] = {
     "ops.sessions": 2, "ops.flows": 2, "ops.server_info": 2, "ops.audit": 2,
     "readers.exclusive.cursor": 2, "readers.shared.handout": 2,
     "readers.shared.handout_replies": 2, "readers.shared.ledger": 2,
+    "readers.shared.handout_ops": 2,
     # 3: sending (io/ and its asyncio twin io/aio/), and the memory:// store
     "io": 3, "io.transport": 3, "io.cluster": 3, "io.recovery": 3, "io.connections": 3,
     "io.executor": 3, "io.leases": 3, "io.runtime": 3, "io.context": 3, "memory": 3,

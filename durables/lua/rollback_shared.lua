@@ -34,10 +34,6 @@ for i = 5, 4 + n do
 end
 local ahead, reads_ahead = {}, ARGV[5 + n] == '1'
 if reads_ahead then
-  -- The taps (keys not in KEYS) before any write: while a cluster moves the slot, one
-  -- already moved stops the script here, and it is sent again unchanged. Closed whatever
-  -- the delay: a read ahead still to run reads nothing after this.
-  wake_taps(KEYS[6])
   local kept = {}
   for i = 5, #ARGV do  -- the ids handed back are not read ahead either
     kept[ARGV[i]] = true
@@ -48,13 +44,16 @@ if reads_ahead then
     end
   end
 end
+local delay = tonumber(ARGV[3])
+if reads_ahead or (delay <= 0 and #mine > 0) then
+  -- The taps (keys not in KEYS) before any write: while a cluster moves the slot, one
+  -- already moved stops the script here, and it is sent again unchanged. A holder that
+  -- reads ahead has its taps closed whatever the delay: a read ahead still to run reads
+  -- nothing after this.
+  wake_taps(KEYS[6])
+end
 if #mine == 0 and #ahead == 0 then
   return 0
-end
-local delay = tonumber(ARGV[3])
-if delay <= 0 and not reads_ahead then
-  -- The taps (keys not in KEYS) before any write: as above.
-  wake_taps(KEYS[6])
 end
 local moved = sort_ids(claim(stream, group, POOL, mine))
 for _, id in ipairs(moved) do

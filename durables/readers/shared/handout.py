@@ -42,23 +42,20 @@ import json
 import logging
 import secrets
 from collections.abc import Sequence
-from functools import partial
 from typing import Any
 
 from ... import keys
 from ...events import Event
 from ...key_hash import key_hash
-from ...ops.base import Op, as_bool, as_int, command, script
-from ...reply_parsers import entries_read, text
+from ...ops.base import Op
+from ...reply_parsers import text
 from ...selector import Selector
 from . import handout_replies as parsed
+from .handout_ops import TAP_CLOSED, HandoutOps
 from .handout_replies import Dealt
 from .ledger import Ledger
 
 log = logging.getLogger(__name__)
-TAP_CLOSED = frozenset({"NOGROUP", "UNBLOCKED"})
-"""A read through a tap the script did not open (or closed while it blocked) fails so."""
-
 READY = 2
 """An idle shared consumer may join the waiters (lib/settle.lua): its door is open."""
 
@@ -96,20 +93,7 @@ class SharedHandout:
         self.pooled = kind == "keyed"
         """Every event is dealt through the pool (keyed: by key): no tap, no door."""
         self._dispatcher = f"fetch_{kind}"  # the kind's dispatcher script (lua/fetch_shared.lua)
-        d = durable
-        self._fetch_keys = (
-            k.stream, k.durables, k.members(d), k.alive(d), k.ring(d), k.redo(d),
-            k.delayed(d), k.redeliveries(d), k.bell(d), k.dead(d), k.taps(d),
-            k.tap(d, consumer_id), k.waits(d), k.door(d, consumer_id), k.tally(d), k.holds(d),
-        )  # fmt: skip
-        tap, door = self._fetch_keys[11], self._fetch_keys[13]
-        # an idle consumer's wait sends these at every round (`_wait`): made once
-        self._join_keys = (k.stream, k.ring(d), k.redo(d), k.taps(d), k.waits(d), tap, door,
-                           k.redeliveries(d))  # fmt: skip
-        self._settle_keys = (k.stream, k.members(d), k.alive(d), k.ring(d), k.redo(d),
-                             k.delayed(d), k.redeliveries(d), k.bell(d), k.taps(d),
-                             k.waits(d), tap, door, k.tally(d))  # fmt: skip
-        self._ack_keys = (k.stream, k.members(d), k.redeliveries(d))  # and the bell (`flush`)
+        self.ops = HandoutOps(k, durable, consumer_id, self.context)
         self.ledger = Ledger(k.channel)
         self.handed = self.ledger.handed  # handed to the application, not yet acked
         self.to_ack: list[str] = []  # deferred acks, sent with the next fetch
@@ -145,13 +129,10 @@ class SharedHandout:
     def attach(self) -> Op[tuple[int, bool]]:
         """Join the ring with this window (and filter); the store filter's version comes back,
         and whether it was a member already."""
-        k, d = self.k, self.durable
         tree = json.dumps(self.selector.to_json()) if self.selector else ""
         self._token = secrets.token_hex(4)
         hashed = key_hash(self.id)  # kept for a keyed durable's dealing (lib/key_hash.lua)
-        return script("attach_shared", [k.durables, k.members(d), k.alive(d), k.ring(d), k.taps(d)],
-                      [d, self.id, self.window, self.lease_ms, tree, self._token, hashed],
-                      parse=parsed.attached, context=self.context)  # fmt: skip
+        return self.ops.attach(self.window, self.lease_ms, tree, self._token, hashed)
 
     def on_attach(self, attached: tuple[int, bool]) -> None:
         self._generation += 1
@@ -173,8 +154,7 @@ class SharedHandout:
         return self.ledger.discarded
 
     def renew(self) -> Op[bool]:
-        return script("renew_member", [self.k.members(self.durable), self.k.alive(self.durable)],
-                      [self.id, self.lease_ms], parse=as_bool, context=self.context)  # fmt: skip
+        return self.ops.renew(self.lease_ms)
 
     def fetch(self, seconds: float = 0.0) -> list[Op[Any]]:
         """The dispatcher (with the deferred acks), this consumer's pending events, then new
@@ -187,7 +167,6 @@ class SharedHandout:
         self._stage, self._sent_in = "deal", self._generation
         if self._fast:
             return self._tap_fetch()
-        d = self.durable
         room = self.window - len(self.handed)
         # shared: read through a tap only while busy (an idle consumer's fetch brings an
         # event or none, and a read that fails costs it more than it saves); idle and
@@ -199,10 +178,8 @@ class SharedHandout:
         took = self._took if self.serial else (1 if tapping else 2 if waiting else 0)
         if waiting and self.wait_open and not self.pooled:
             return self._wait()
-        deal: Op[Any] = script(self._dispatcher, self._fetch_keys,
-                               [d, self.id, self.lease_ms, len(self.handed), took,
-                                self._block_ms, *self._in_flight],
-                               context=self.context)  # fmt: skip
+        deal = self.ops.dispatch(self._dispatcher, [self.lease_ms, len(self.handed), took,
+                                                    self._block_ms, *self._in_flight])  # fmt: skip
         read = self._pending()
         if self.serial:
             return [deal, read, self._tap_read(self._serial_count(room))]
@@ -213,27 +190,18 @@ class SharedHandout:
         return [deal, read, self._tap_read(room - 1, block=False)]
 
     def _tap_read(self, count: int, block: bool = True) -> Op[list[Any] | None]:
-        """Up to `count` new events straight from the channel while the tap is open (None
-        once it is not: the read then fails at once, or wakes when the tap is deleted)."""
-        blocking = ("BLOCK", self._block_ms) if self._block_ms and block else ()
+        """Up to `count` new events through the tap (`HandoutOps.tap_read`), blocking for
+        the fetch's time unless not to `block`."""
         self._asked = count
-        return command("XREADGROUP", "GROUP", self.durable, self.id, "COUNT", count, *blocking,
-                       "STREAMS", self.k.stream, self._fetch_keys[11], ">", ">",
-                       parse=parsed.tapped, context=self.context, tolerate=TAP_CLOSED)  # fmt: skip
+        return self.ops.tap_read(count, self._block_ms if block else 0)
 
     def _tap_fetch(self, block: bool = True) -> list[Op[Any]]:
         """The steady path of a serial consumer that keeps asking: no script. The tap is
         renewed (`PEXPIRE`: 0 if it is gone, closed by whatever changed the dealing or
         expired), then read; a closed tap fails the read, and the next fetch asks the
         dispatcher."""
-        k, tap, ttl = self.k, self._fetch_keys[11], self._block_ms + TAP_GRACE_MS
-        renew: Op[bool]
-        if self._in_flight:
-            renew = script("ack_tap", [k.stream, tap, k.redeliveries(self.durable)],
-                           [self.durable, ttl, *self.ledger.acks(self._in_flight)], parse=as_bool,
-                           context=self.context)  # fmt: skip
-        else:
-            renew = command("PEXPIRE", tap, ttl, parse=as_bool, context=self.context)
+        acks = self.ledger.acks(self._in_flight) if self._in_flight else ()
+        renew = self.ops.renew_tap(self._block_ms + TAP_GRACE_MS, acks)
         return [renew, self._tap_read(self._serial_count(self.window - len(self.handed)), block)]
 
     def _serial_count(self, room: int) -> int:
@@ -265,17 +233,10 @@ class SharedHandout:
         it brought, to hand out (`hand_out`) once the next read ahead went out; none if
         they are no longer this consumer's to hand out as they come (`_generation`)."""
         acks, self._in_flight = self._in_flight, []
-        renewed, new = replies
-        self._carried(acks, made=bool(renewed))  # not made: its tap was closed
-        if self._sent_in != self._generation:
-            return []  # left to the next fetch's read of the pending list
-        self.tap_open = bool(renewed) and new is not None
-        self._took = len(new or ())
-        return new or []
-
-    def hand_out(self, entries: Sequence[Any]) -> list[Event]:
-        """The events of entries a read ahead brought (`took_ahead`)."""
-        return self._events(entries, {})
+        if self._sent_in != self._generation:  # left to the next fetch's read of the pending list
+            self._carried(acks, made=bool(replies[0]))
+            return []
+        return self._tapped(acks, replies)
 
     def drop_ahead(self) -> None:
         """The read ahead's events are not to be handed out (the consumer closes): they stay
@@ -284,40 +245,16 @@ class SharedHandout:
 
     def _pending(self) -> Op[list[Any]]:
         """This consumer's pending events (those handed out already are skipped)."""
-        return command("XREADGROUP", "GROUP", self.durable, self.id, "COUNT", self.window,
-                       "STREAMS", self.k.stream, "0",
-                       parse=entries_read, context=self.context)  # fmt: skip
+        return self.ops.pending(self.window)
 
     def _wait(self) -> list[Op[Any]]:
-        """An idle shared consumer's wait, one pipeline (lib/settle.lua), its acks first:
-        join the waiters, read its door until woken to watch, read the channel through its
-        tap (which fails at once unless it was woken), settle what it took, and read its
-        pending list, which brings what is this consumer's. Each read blocks for half the
-        time, so the whole wait stays within it."""
-        d, tap, door = self.durable, self._fetch_keys[11], self._fetch_keys[13]
-        half = max(1, self._block_ms // 2)
+        """An idle shared consumer's wait, one pipeline with its acks first
+        (`HandoutOps.wait_shared`); its pending list, read last, brings what is its own."""
         # a burst is taken whole, and the script behind deals it round robin
         room = max(1, self.window - len(self.handed))
         self._stage = "wait"
-        return [script("join_shared", self._join_keys,
-                       [d, self.id, self._block_ms, *self.ledger.acks(self._in_flight)],
-                       parse=as_int, context=self.context),
-                command("XREADGROUP", "GROUP", d, self.id, "COUNT", 1, "BLOCK", half,
-                        "STREAMS", door, ">", parse=parsed.tapped, context=self.context,
-                        tolerate=TAP_CLOSED),
-                command("XREADGROUP", "GROUP", d, self.id, "COUNT", room, "BLOCK", half,
-                        "STREAMS", self.k.stream, tap, ">", ">", parse=parsed.tapped,
-                        context=self.context, tolerate=TAP_CLOSED),
-                script("settle_shared", self._settle_keys, [d, self.id, self._block_ms],
-                       parse=parsed.settled, context=self.context),
-                self._pending()]  # fmt: skip
-
-    def _leave(self) -> Op[int]:
-        k, d = self.k, self.durable
-        return script("leave_shared", [k.stream, k.ring(d), k.taps(d), k.waits(d),
-                                       self._fetch_keys[11], self._fetch_keys[13]],
-                      [d, self.id, self._block_ms, "keyed" if self.pooled else ""],
-                      parse=as_int, context=self.context)  # fmt: skip
+        acks = self.ledger.acks(self._in_flight)
+        return self.ops.wait_shared(self._block_ms, room, acks, self.window)
 
     def stop_waiting(self) -> Op[int] | None:
         """A consumer that watches on (settle_shared.lua) and stops asking (its fetch
@@ -325,7 +262,7 @@ class SharedHandout:
         if not self._watching:
             return None
         self._watching = False
-        return self._leave()
+        return self.ops.leave(self._block_ms, self.pooled)
 
     def fetch_failed(self) -> None:
         """Not sent (or the reply lost): the acks go with the next fetch, through the
@@ -374,7 +311,7 @@ class SharedHandout:
                 f"durable keeps only events that filter matches; this consumer still takes "
                 f"events by its own filter ({self.selector.expression})"
             )
-        events = self._events([*pending, *new], parsed.counts(flat))
+        events = self.hand_out([*pending, *new], parsed.counts(flat))
         self._busy = len(pending) + len(new) >= 2
         return Dealt(text(newest), text(rung), events, notice, waited)
 
@@ -385,19 +322,25 @@ class SharedHandout:
             back = set(acks)
             pending = [entry for entry in pending if entry[0].decode() not in back]
         self.wait_open, self._watching = (READY if then else 0), then == 2
-        return Dealt("", "", self._events(pending, counts), None, waited=True)
+        return Dealt("", "", self.hand_out(pending, counts), None, waited=True)
 
-    def _events(self, entries: Sequence[Any], counts: dict[str, int]) -> list[Event]:
-        """Events of entries read, each handed out once (`Ledger.hand_out`)."""
-        return self.ledger.hand_out(entries, counts, self.to_ack)
+    def hand_out(self, entries: Sequence[Any], counts: dict[str, int] | None = None) -> list[Event]:
+        """Events of entries read, each handed out once (`Ledger.hand_out`); `counts`: the
+        redelivery counts the dispatcher gave."""
+        return self.ledger.hand_out(entries, counts or {}, self.to_ack)
 
-    def _on_tap(self, acks: list[str], replies: Sequence[Any]) -> Dealt:
+    def _tapped(self, acks: list[str], replies: Sequence[Any]) -> list[Any]:
+        """The entries a read through the tap brought (its renewal's reply first), the acks
+        it carried settled and the tap's state noted."""
         renewed, new = replies
         self._carried(acks, made=bool(renewed))  # not made: its tap was closed
         self.tap_open = bool(renewed) and new is not None
         self._took = len(new or ())
+        return new or []
+
+    def _on_tap(self, acks: list[str], replies: Sequence[Any]) -> Dealt:
         # blocked through the tap, or found it closed: either way, fetch again at once
-        return Dealt("", "", self._events(new or [], {}), None, waited=True)
+        return Dealt("", "", self.hand_out(self._tapped(acks, replies)), None, waited=True)
 
     def wait(self, newest: str, rung: str, seconds: float, *, read: bool = True) -> list[Op[Any]]:
         """Block until the stream grows or the bell rings (events dealt, window room).
@@ -408,18 +351,10 @@ class SharedHandout:
         round trip: a consumer rung because another's fetch dealt it events has them without
         a fetch of its own (`on_wait`)."""
         block = max(1, int(seconds * 1000))
-        if not self.pooled:
-            return [command("XREAD", "COUNT", 1, "BLOCK", block, "STREAMS", self.k.stream,
-                            self.k.bell(self.durable), newest, rung,
-                            context=self.context)]  # fmt: skip
-        wait: Op[Any] = command("XREAD", "COUNT", 1, "BLOCK", block, "STREAMS",
-                                self.k.stream, self.k.bell(self.durable), self._fetch_keys[13],
-                                newest, rung, self._chime, context=self.context)  # fmt: skip
-        if not read:
+        wait = self.ops.wait(block, newest, rung, self._chime if self.pooled else None)
+        if not self.pooled or not read:
             return [wait]
-        counted = command("EXISTS", self.k.redeliveries(self.durable), parse=as_int,
-                          context=self.context)  # fmt: skip
-        return [wait, self._pending(), counted]
+        return [wait, self._pending(), self.ops.counted()]
 
     def on_wait(self, replies: Sequence[Any]) -> list[Event]:
         """The events a keyed consumer's wait brought (`wait` with `read`): those of its
@@ -430,7 +365,7 @@ class SharedHandout:
         _rung, pending, counted = replies
         if counted or not pending:
             return []
-        return self._events(pending, {})
+        return self.hand_out(pending, {})
 
     def withdraw(self, events: Sequence[Event]) -> None:
         """Events read that will not be handed out (the lease lapsed while they waited:
@@ -447,16 +382,11 @@ class SharedHandout:
         acks, self.to_ack = self.to_ack, []
         if not acks:
             return []
-        args = [self.durable, self.id, self._token, *self.ledger.acks(acks)]
+        made = self.ledger.acks(acks)
         self.ledger.acknowledged(acks)
-        keys: tuple[str, ...] = self._ack_keys
-        if self.pooled:  # keyed: the keys acknowledged are free, maybe for another member
-            keys = (*keys, self._fetch_keys[8], self._fetch_keys[15])  # the bell, the holds
-        elif self._rings(len(acks)):
-            keys = (*keys, self._fetch_keys[8])  # the bell
-        return [script("ack_shared", keys, args,
-                       parse=partial(parsed.acks_made, self.context, len(acks)),
-                       context=self.context)]  # fmt: skip
+        # keyed: the keys acknowledged are free, maybe for another member (the bell, the holds)
+        bell = self.pooled or self._rings(len(acks))
+        return [self.ops.ack(self._token, made, len(acks), bell, holds=self.pooled)]
 
     def _rings(self, acked: int) -> bool:
         """Whether acknowledging `acked` events (handed out, now acknowledged) may free
@@ -478,13 +408,9 @@ class SharedHandout:
         self.ledger.roll_back(ids)
         self.tap_open, self.wait_open = False, 0  # the script closes every tap: these first
         self._generation += 1  # a read ahead brings later events: they come after these
-        k, d = self.k, self.durable
-        args: list[Any] = [d, self.id, int(delay_s * 1000), len(ids), *ids]
-        if self.reads_ahead:  # what it read ahead goes back too, behind these
-            args += ["1", *self.handed]
-        return script("rollback_shared", [k.stream, k.redo(d), k.delayed(d), k.redeliveries(d),
-                                          k.bell(d), k.taps(d), k.tally(d)],
-                      args, context=self.context)  # fmt: skip
+        # what it read ahead goes back too, behind these
+        kept = list(self.handed) if self.reads_ahead else None
+        return self.ops.rollback(int(delay_s * 1000), ids, kept)
 
     def release(self, unhanded: Sequence[Event]) -> list[Op[Any]]:
         """Flush the acks and leave the ring; events handed out and not acked are dealt again."""
@@ -493,11 +419,7 @@ class SharedHandout:
         self.handed.clear()
         self.tap_open, self.wait_open = False, 0
         self._generation += 1
-        k, d = self.k, self.durable
-        ops.append(script("release_shared", [k.stream, k.members(d), k.alive(d), k.ring(d),
-                                             k.redo(d), k.redeliveries(d), k.bell(d),
-                                             k.taps(d), k.tally(d)],
-                          [d, self.id, *handed], context=self.context))  # fmt: skip
+        ops.append(self.ops.release(handed))
         return ops
 
 
