@@ -40,7 +40,7 @@ local watching = keyed_wait(d, me, watcher, waiters, dealt,
   ARGV[5] == '2' and block_ms > 0 and (room[me] or 0) > 0 and not dealt[me], now,
   block_ms + TAP_GRACE_MS)
 local newest = newest_id(d.stream)
-local redelivered = redelivered_of(d.stream, d.group, d.counts, me)
+local redelivered = redelivered_of(d.stream, d.group, d.counts, me, d.counted)
 local rung = newest_id(d.bell)
 if watching == false then  -- it waits for its own bell alone
   newest, rung = LAST_ID, LAST_ID

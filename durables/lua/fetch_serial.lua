@@ -22,13 +22,13 @@ if not spec then
 end
 
 local order, room, _, busy, filters, held, _, store = rooms(d)
-local taps = live_taps(d)
+local taps = listed_taps(d)
 local mine_taps = taps[me]
 taps[me] = nil  -- the caller's own: decided again below
 if took > 0 then  -- its tap dealt to it: the ring turns past it
   order = turn_past(d, order, me)
 end
-busy = busy or next(taps) ~= nil  -- another member reads new events through its tap
+busy = busy or open_taps(d, taps)  -- another member reads new events through its tap
 local total = serial_room(order, room, busy)
 local mine = room[me] or 0
 -- The caller reads new events itself, through its tap, when that is exactly what dealing
@@ -41,7 +41,7 @@ if not full then
 end
 local newest = newest_id(d.stream)
 set_tap(d, KEYS[12], me, full, block_ms + TAP_GRACE_MS, listed(mine_taps, KEYS[12]))
-local redelivered = redelivered_of(d.stream, d.group, d.counts, me)
+local redelivered = redelivered_of(d.stream, d.group, d.counts, me, d.counted)
 if busy and not full then
   -- The line is taken (another member reads through its tap, or what was dealt is not
   -- acknowledged yet): new events are not the caller's to wake for, which cost a whole

@@ -71,7 +71,7 @@ if not spec then
 end
 
 local order, room, total, busy, filters, held, _, store = rooms(d)
-local taps = live_taps(d)
+local taps = listed_taps(d)
 local settled, marked = settle(d, order, room, filters, taps, KEYS[14], me)  -- events watchers took
 if settled then
   order, room, total, busy, filters, held = rooms(d)
@@ -101,7 +101,7 @@ set_tap(d, KEYS[14], me, wait, block_ms + TAP_GRACE_MS, listed(mine_taps, KEYS[1
 if marked then  -- else nobody waits to be woken to watch
   watch(d, KEYS[12], KEYS[14], me, block_ms + TAP_GRACE_MS)
 end
-local redelivered = redelivered_of(d.stream, d.group, d.counts, me)
+local redelivered = redelivered_of(d.stream, d.group, d.counts, me, d.counted)
 local rung = newest_id(d.bell)
 return {newest, rung, redelivered, buried, store['version'],
   store['by'], full and 1 or (wait and 2 or 0)}

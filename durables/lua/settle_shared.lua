@@ -65,7 +65,7 @@ if watched then
 end
 if watched and not settled then
   local order, room, _, _, filters = rooms(d)
-  settle(d, order, room, filters, live_taps(d), door, me)
+  settle(d, order, room, filters, listed_taps(d), door, me)
 end
 redis.call('HDEL', d.waits, me)
 local read = read_mark(d)

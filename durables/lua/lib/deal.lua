@@ -7,7 +7,7 @@
 -- dead_letters.lua), `me` (the fetching consumer), the durable's decoded `spec` ('ast',
 -- 'max_deliveries'), the `store` filter (store_filter(d)) and what rooms(d) returned:
 -- `order` (the ring), `room` (consumer -> room left) and `filters` (consumer -> tree or nil),
--- and the live `taps` (live_taps(d)): a member that gets events here loses its taps.
+-- and the listed `taps` (listed_taps(d)): a member that gets events here loses its taps.
 -- Serial durables deal to the fetching member first when it has room (it keeps the line
 -- while it asks; no hand-over), else to the next in the ring.
 local SCAN_LIMIT = 5000
@@ -32,8 +32,9 @@ end
 -- member's) and nothing handed back or delayed waiting. New events then go, in order, to
 -- whoever has room, so a member may read them itself (a tap, a wait at its door).
 local function undivided(d, spec, store, order, filters)
+  local delayed = d.delayed_n or redis.call('ZCARD', d.delayed)  -- reap counted them
   if filter_tree(spec['ast']) ~= nil or filter_tree(store['ast']) ~= nil
-      or redis.call('LLEN', d.redo) > 0 or redis.call('ZCARD', d.delayed) > 0 then
+      or redis.call('LLEN', d.redo) > 0 or delayed > 0 then
     return false
   end
   for _, consumer in ipairs(order) do

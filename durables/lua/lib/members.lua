@@ -10,7 +10,7 @@
 --   d.alive    zset: consumer id -> lease expiry (server ms)
 --   d.ring     list: consumer ids in round-robin order, next to deal first
 --   d.bell     stream (MAXLEN 1) the members block on, rung when events move to them
---   d.taps     hash: tap key -> consumer id, the live taps (below)
+--   d.taps     hash: tap key -> consumer id, the taps opened (below)
 --   d.waits    hash: consumer id -> where its wait began (settle.lua); only where the
 --              script names it
 --
@@ -137,21 +137,39 @@ local function rooms(d)
   return order, room, total, busy, filters, held, hashes, store_of(store)
 end
 
--- The live taps: consumer -> its tap keys. A tap lives while its stream exists: it expires
--- by itself (its reader stopped renewing it), and those gone are forgotten here.
-local function live_taps(d)
+-- The listed taps: consumer -> its tap keys, as the taps hash lists them (one call, no
+-- look at each tap: a busy shared fetch has up to two per member). A listed tap may have
+-- expired by itself (its reader stopped renewing it); whatever needs one open looks
+-- (open_taps, set_tap, settle.lua's watchers), and a closed or detached member's are
+-- unlisted with it (close_taps).
+local function listed_taps(d)
   local taps = {}
   local flat = redis.call('HGETALL', d.taps)
   for i = 1, #flat, 2 do
-    if redis.call('EXISTS', flat[i]) == 0 then
-      redis.call('HDEL', d.taps, flat[i])
-    else
-      local consumer = flat[i + 1]
-      taps[consumer] = taps[consumer] or {}
-      table.insert(taps[consumer], flat[i])
-    end
+    local consumer = flat[i + 1]
+    taps[consumer] = taps[consumer] or {}
+    table.insert(taps[consumer], flat[i])
   end
   return taps
+end
+
+-- Whether any of `taps` (listed_taps, the caller's own taken out) is open; those expired
+-- are unlisted.
+local function open_taps(d, taps)
+  local open = false
+  for consumer, keys in pairs(taps) do
+    local live = {}
+    for _, key in ipairs(keys) do
+      if redis.call('EXISTS', key) == 1 then
+        live[#live + 1] = key
+      else
+        redis.call('HDEL', d.taps, key)
+      end
+    end
+    taps[consumer] = #live > 0 and live or nil
+    open = open or #live > 0
+  end
+  return open
 end
 
 -- Close a consumer's taps: its blocked read, if any, wakes with an error and it fetches
@@ -168,13 +186,13 @@ local function close_taps(d, taps, consumer)
 end
 
 -- Open (`on`) the tap `key` of `consumer` for `ttl_ms` (its reader renews it with each
--- read through it, `PEXPIRE`), or close it. `live`: whether live_taps(d) listed it among
--- the consumer's taps (nil: not known). A listed tap is open (taps are listed when made
--- and unlisted when deleted, and close_taps trusts the list too), so a busy consumer's
--- fetch keeps its tap and its door closed at one call instead of five.
+-- read through it, `PEXPIRE`), or close it. `live`: whether listed_taps(d) listed it among
+-- the consumer's taps (nil: not known). A tap not listed is closed (taps are listed when
+-- made and unlisted when deleted), so a busy consumer's fetch keeps its door closed at no
+-- call; one listed may have expired, and is made again if the renewal finds it gone.
 local function set_tap(d, key, consumer, on, ttl_ms, live)
-  if on and live then
-    redis.call('PEXPIRE', key, ttl_ms)
+  if on and live and redis.call('PEXPIRE', key, ttl_ms) == 1 then
+    return
   elseif on then
     if redis.call('EXISTS', key) == 0 then
       redis.call('XGROUP', 'CREATE', key, d.group, '$', 'MKSTREAM')
@@ -187,7 +205,7 @@ local function set_tap(d, key, consumer, on, ttl_ms, live)
   end
 end
 
--- Whether `key` is among `keys` (a consumer's live taps, as live_taps(d) lists them).
+-- Whether `key` is among `keys` (a consumer's taps, as listed_taps(d) lists them).
 local function listed(keys, key)
   for _, k in ipairs(keys or {}) do
     if k == key then

@@ -58,9 +58,10 @@ end
 
 -- A consumer's pending events that were delivered before, as a flat list id, count, ...
 -- (`counts` holds only ids counted above zero; usually it does not exist at all).
-local function redelivered_of(stream, group, counts, consumer)
+-- `present`: false if the caller knows `counts` does not exist (nil: it is looked at).
+local function redelivered_of(stream, group, counts, consumer, present)
   local redelivered, mine = {}, {}
-  if redis.call('EXISTS', counts) == 1 then
+  if present ~= false and redis.call('EXISTS', counts) == 1 then
     mine = pending_of(stream, group, consumer)
   end
   if #mine > 0 then

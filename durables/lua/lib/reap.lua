@@ -13,15 +13,24 @@ local function reap(d, now)
     end
     if #back > 0 then
       redis.call('HINCRBY', d.tally, 'redelivered', #back)
+      d.counted = true
     end
     push_front(d.redo, back)
     remove_member(d, consumer)
-    close_taps(d, live_taps(d), consumer)  -- paused past its lease: it reads no more
+    close_taps(d, listed_taps(d), consumer)  -- paused past its lease: it reads no more
+  end
+  -- How many rollbacks wait delayed (usually none: then not looked at for due ones), kept
+  -- for the rest of the run in d.delayed_n (lib/deal.lua, undivided): nothing else in a
+  -- dispatcher's run delays an event.
+  d.delayed_n = redis.call('ZCARD', d.delayed)
+  if d.delayed_n == 0 then
+    return
   end
   local due = redis.call('ZRANGEBYSCORE', d.delayed, '-inf', now, 'LIMIT', 0, 1000)
   if #due > 0 then
     redis.call('ZREM', d.delayed, unpack(due))
     push_front(d.redo, sort_ids(due))
+    d.delayed_n = d.delayed_n - #due
   end
 end
 

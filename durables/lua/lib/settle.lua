@@ -56,8 +56,9 @@ local function give(d, taps, consumer, door, me)
 end
 
 -- Settle the events watchers took. `order`, `room`, `filters`: as rooms(d) returned
--- them; `taps`: live_taps(d); `door`, `me`: the caller's door and id. A mark stays while
--- its member still waits (nothing taken, tap open, still a member); true if anything was
+-- them; `taps`: listed_taps(d); `door`, `me`: the caller's door and id. A mark stays while
+-- its member still waits (nothing taken, a tap listed, still a member; one whose taps
+-- expired is unmarked by wake_watchers, which looks); true if anything was
 -- settled (the ring or holdings changed), and then whether any member had a mark (none:
 -- nobody waits, nor can till this script ends).
 local function settle(d, order, room, filters, taps, door, me)
