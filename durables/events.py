@@ -7,7 +7,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import orjson
 
@@ -302,6 +302,31 @@ def check_key(key: object) -> str:
     return key
 
 
+_new = object.__new__
+
+
+def _plain_event(
+    event_id: str, channel: str, data: bytes, props: bytes | None, count: int, mid: bytes
+) -> Event:
+    """An Event with no key, op or ack timeout, its fields set one by one: half the cost of
+    the dataclass's `__init__` (a call with twelve parameters), on every consumer's hot
+    path. Every field is set (`tests/test_events.py` checks it against `__init__`)."""
+    event = _new(Event)
+    event.id = event_id
+    event.channel = channel
+    event.data = data
+    event.key = None
+    event.raw_properties = props
+    event.redelivery_count = count
+    event.replayed = False
+    event.owner = None
+    event.destroyed = False
+    event.ack_timeout_ms = None
+    event.raw_message_id = mid
+    event._properties = None
+    return event
+
+
 def event_from_entry(
     channel: str, entry: Sequence[Any], counts: Mapping[str, int] = _NO_COUNTS
 ) -> Event | None:
@@ -321,13 +346,9 @@ def event_from_entry(
         size = len(fields)
         if fields[0] == F_DATA:  # as publish.lua writes: d, m and perhaps p
             if size == 4 and fields[2] == F_MESSAGE_ID:
-                return Event(
-                    event_id, channel, fields[1], None, None, count, raw_message_id=fields[3]
-                )
+                return _plain_event(event_id, channel, fields[1], None, count, fields[3])
             if size == 6 and fields[2] == F_MESSAGE_ID and fields[4] == F_PROPS:
-                return Event(
-                    event_id, channel, fields[1], None, fields[5], count, raw_message_id=fields[3]
-                )
+                return _plain_event(event_id, channel, fields[1], fields[5], count, fields[3])
         pairs = iter(fields)
         fields = dict(zip(pairs, pairs, strict=True))
     key, op, ack = fields.get(F_KEY), fields.get(F_OP), fields.get(F_ACK)
@@ -350,7 +371,8 @@ def event_from_entry(
 
 
 RECENT_MESSAGES = 4096
-"""A reader remembers at least this many message ids handed out (at most twice as many)."""
+"""A reader remembers at least this many message ids handed out (at most twice as many,
+and a batch)."""
 
 
 class SeenMessages:
@@ -360,13 +382,32 @@ class SeenMessages:
     producer retried with its own `message_id`) is two entries with one message id: the
     second is discarded, counted and acknowledged. An event delivered again (same entry,
     same id) is not a duplicate: it comes flagged `redelivered`. Two generations of dicts,
-    the older dropped whole when the newer is full: one look-up per event."""
+    the older dropped whole when the newer is full (a batch may overfill it): one look-up
+    per event, or one per batch (`remember_all`)."""
 
     __slots__ = ("_before", "_now")
 
     def __init__(self) -> None:
         self._now: dict[bytes, str] = {}
         self._before: dict[bytes, str] = {}
+
+    def remember_all(self, events: Sequence[Event]) -> bool:
+        """True, and all of them remembered, if no event of a batch shares its message id
+        with another handed out lately or in the batch (the usual): one look at the batch,
+        not one per event. False, and nothing remembered: `duplicate` decides each."""
+        mids = {event.raw_message_id: event.id for event in events}
+        now, before = self._now, self._before
+        if (
+            len(mids) != len(events)
+            or None in mids
+            or not now.keys().isdisjoint(mids)
+            or not before.keys().isdisjoint(mids)
+        ):
+            return False
+        now.update(cast(dict[bytes, str], mids))
+        if len(now) >= RECENT_MESSAGES:
+            self._before, self._now = now, {}
+        return True
 
     def duplicate(self, event: Event) -> bool:
         """Another entry with this event's message id was handed out lately; else remembers it."""

@@ -60,8 +60,11 @@ class Ledger:
         channel, handed = self.channel, self.handed
         acked, acked_before = self._acked, self._acked_before  # acknowledged lately
         built = [event_from_entry(channel, entry, counts) for entry in entries]
-        duplicate = self.seen.duplicate
-        ids = [event.id for event in built if event is not None and not duplicate(event)]
+        if None not in built and self.seen.remember_all(cast(list[Event], built)):
+            ids = [event.id for event in cast(list[Event], built)]  # none stored twice
+        else:
+            duplicate = self.seen.duplicate
+            ids = [event.id for event in built if event is not None and not duplicate(event)]
         # The usual batch, checked by whole-set operations: nothing trimmed, lately
         # acknowledged or handed out already, no id twice (the size grows by all of them).
         rolled_back, rolled_back_before = self.rolled_back, self._rolled_back_before
