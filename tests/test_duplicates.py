@@ -51,6 +51,34 @@ def test_a_consumer_of_every_kind_discards_a_publish_stored_twice_and_counts_it(
         assert wait_for(lambda: dur.transaction_depth() == 0 and dur.depth() == 0, 10)
 
 
+@pytest.mark.parametrize("kind", ["exclusive", "shared", "serial"])
+def test_a_copy_stored_after_its_event_was_read_is_discarded_at_a_later_read(
+    client: durables.Client, channel: durables.Channel, kind: durables.Kind
+) -> None:
+    """The first copy came in a read of its own (its batch's message ids remembered at
+    once); the second comes in a later read, beside a new event."""
+    dur = channel.durable("audit", kind=kind)
+    prefetch = None if kind == "exclusive" else 10
+    with dur.consumer("c1", auto_ack=True, prefetch=prefetch) as c:
+        channel.publish("a")
+        first: list[durables.Event] = []
+        deadline = time.monotonic() + 10
+        while not first and time.monotonic() < deadline:
+            first = c.fetch(timeout=0.5)
+        assert [e.text for e in first] == ["a"]
+        raw: Any = client.redis
+        ((_, fields),) = raw.xrevrange(channel.keys.stream, count=1)
+        raw.xadd(channel.keys.stream, {"d": fields[b"d"], "m": fields[b"m"]})  # a's copy
+        channel.publish("b")
+        later: list[durables.Event] = []
+        deadline = time.monotonic() + 10
+        while not later and time.monotonic() < deadline:
+            later = c.fetch(timeout=0.5)
+        later += c.fetch(timeout=0.3)
+        assert [e.text for e in later] == ["b"]
+        assert c.discarded == 1
+
+
 def test_a_subscription_discards_a_publish_stored_twice(
     client: durables.Client, channel: durables.Channel
 ) -> None:

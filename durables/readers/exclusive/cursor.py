@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, cast
 
 from redis.exceptions import ResponseError
 
@@ -218,8 +218,13 @@ class ExclusiveCursor:
                 if self.cursor == ">":
                     self._skip(entries[start][0].decode())
                 start += 1  # handed out before: the application has (or had) it
+        rest = entries[start:] if start else entries
+        if not selectors:  # the usual: every entry an event, none stored twice
+            built = [event_from_entry(channel, entry, counts) for entry in rest]
+            if None not in built and self.seen.remember_all(cast(list[Event], built)):
+                return self._handing(cast(list[Event], built))
         events = []
-        for entry in entries[start:] if start else entries:
+        for entry in rest:
             event = event_from_entry(channel, entry, counts)
             if event is None or (
                 selectors and not all(s.matches(event.key, event.properties) for s in selectors)
@@ -231,6 +236,10 @@ class ExclusiveCursor:
                 self._skip(event.id)
                 continue
             events.append(event)
+        return self._handing(events)
+
+    def _handing(self, events: list[Event]) -> list[Event]:
+        """`events` handed out: the newest handed and the unacknowledged ids follow."""
         if events:
             self.handed = max(self.handed, ids.key(events[-1].id))
             self.unacked += [event.id for event in events]
