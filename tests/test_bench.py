@@ -16,7 +16,7 @@ import pytest
 import redis
 from rich.console import Console
 
-from durables_bench import budget, main, read_ahead
+from durables_bench import budget, main, read_ahead, script_time
 from durables_bench.cli import run
 from durables_bench.env import RAW_STREAM, Env
 from durables_bench.footprint import CEILING as MEMORY_CEILING
@@ -305,6 +305,23 @@ def test_the_budget_gives_every_path_for_both_variants_with_positive_costs() -> 
     assert "send_packed_command" not in vars(redis.connection.Connection)
 
 
+def test_script_time_names_each_script_of_a_hand_off_and_adds_up_per_event() -> None:
+    rows = {r.name: r for r in script_time.run("handoff_shared", 200)}
+    for name in ("script publish", "script settle_shared", "script join_shared"):
+        assert rows[name].calls >= 0.99 and rows[name].us > 0, rows.get(name)
+    assert "slowlog" not in rows and "config" not in rows  # its own commands are left out
+    log = [
+        {"command": b"EVALSHA abc 1 k", "duration": 30},
+        {"command": b"EVALSHA abc 1 k", "duration": 10},
+        {"command": b"XADD s * d x", "duration": 4},
+        {"command": b"SLOWLOG GET", "duration": 99},
+    ]
+    added = script_time.shares(log, 2, {"abc": "publish"})
+    assert [(r.name, r.calls, r.us) for r in added] == [("script publish", 1, 20), ("xadd", 0.5, 2)]
+    table = script_time.table(added).splitlines()
+    assert table[2] == "| script publish | 1.00 | 20.0 |" and len(table) == 4
+
+
 def test_the_read_ahead_probe_reads_every_event_once_with_two_reads_in_flight(
     tmp_path: Path,
 ) -> None:
@@ -331,6 +348,8 @@ def test_the_read_ahead_probe_reads_every_event_once_with_two_reads_in_flight(
         (budget.main, ["--events", "0"], "at least 1, got '0'"),
         (read_ahead.main, ["--rounds", "x"], "at least 1, got 'x'"),
         (read_ahead.main, ["--events", "-5"], "at least 1, got '-5'"),
+        (script_time.main, [], "the following arguments are required: --only"),
+        (script_time.main, ["--only", "drain_shared", "--events", "0"], "at least 1, got '0'"),
     ],
 )
 def test_the_measuring_tools_refuse_bad_arguments_in_one_line(
