@@ -6,13 +6,16 @@ every command the server runs (`SLOWLOG` at 0 µs) while the path's measured ste
 adds up their durations by command, a script by the name its SHA1 stands for
 (`durables.scripts`). A script's time includes its own calls, which are also listed under
 their names. Durations are the server's wall time inside each command: read them on a quiet
-host. Run it with `python -m durables_bench.script_time --only handoff_shared [--events N]`.
+host, and compare medians of a few rounds (`--rounds`, 3 by default): a row moves by a
+tenth from run to run. Run it with
+`python -m durables_bench.script_time --only handoff_shared [--events N] [--rounds R]`.
 """
 
 from __future__ import annotations
 
 import argparse
 import hashlib
+import statistics
 import sys
 import tempfile
 from collections import defaultdict
@@ -82,14 +85,31 @@ def measure(bench: budget.Bench, path: str, events: int) -> list[Share]:
     return shares(log, events, script_names())
 
 
-def run(path: str, events: int) -> list[Share]:
+def run(path: str, events: int, rounds: int = 1) -> list[Share]:
+    """`rounds` runs of the path on one server (flushed between them); each row's median
+    (a row missing from a round counts as 0 there)."""
     with tempfile.TemporaryDirectory() as work, ValkeyServer(Path(work)) as server:
         url = ValkeyServer.url.fget(server)  # type: ignore[attr-defined]
         raw = redis.Redis.from_url(url)
+        bench = budget.Bench(url, raw)
         try:
-            return measure(budget.Bench(url, raw), path, events)
+            runs = []
+            for _ in range(rounds):
+                bench.reset()
+                runs.append({r.name: r for r in measure(bench, path, events)})
         finally:
             raw.close()
+    names = {name for found in runs for name in found}
+    none = Share("", 0.0, 0.0)
+    rows = [
+        Share(
+            name,
+            statistics.median(found.get(name, none).calls for found in runs),
+            statistics.median(found.get(name, none).us for found in runs),
+        )
+        for name in names
+    ]
+    return sorted(rows, key=lambda s: -s.us)
 
 
 def table(rows: list[Share]) -> str:
@@ -105,11 +125,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", choices=list(budget.PATHS), metavar="PATH", required=True,
                         help=f"one of: {', '.join(budget.PATHS)}")  # fmt: skip
     parser.add_argument("--events", type=at_least_one, default=None)
+    parser.add_argument("--rounds", type=at_least_one, default=3,
+                        help="runs of the path; each row is their median (default 3)")  # fmt: skip
     args = parser.parse_args(argv)
     default = 1000 if args.only in budget.ONE_AT_A_TIME else 30_000
     events = args.events or default
-    rows = run(args.only, events)
-    print(f"{args.only}, {events} events, durables:\n{table(rows)}")
+    rows = run(args.only, events, args.rounds)
+    print(f"{args.only}, {events} events, median of {args.rounds} runs, durables:")
+    print(table(rows))
     return 0
 
 

@@ -306,7 +306,7 @@ def test_the_budget_gives_every_path_for_both_variants_with_positive_costs() -> 
 
 
 def test_script_time_names_each_script_of_a_hand_off_and_adds_up_per_event() -> None:
-    rows = {r.name: r for r in script_time.run("handoff_shared", 200)}
+    rows = {r.name: r for r in script_time.run("handoff_shared", 200, rounds=2)}
     for name in ("script publish", "script settle_shared", "script join_shared"):
         assert rows[name].calls >= 0.99 and rows[name].us > 0, rows.get(name)
     assert "slowlog" not in rows and "config" not in rows  # its own commands are left out
@@ -350,6 +350,7 @@ def test_the_read_ahead_probe_reads_every_event_once_with_two_reads_in_flight(
         (read_ahead.main, ["--events", "-5"], "at least 1, got '-5'"),
         (script_time.main, [], "the following arguments are required: --only"),
         (script_time.main, ["--only", "drain_shared", "--events", "0"], "at least 1, got '0'"),
+        (script_time.main, ["--only", "drain_shared", "--rounds", "x"], "at least 1, got 'x'"),
     ],
 )
 def test_the_measuring_tools_refuse_bad_arguments_in_one_line(
