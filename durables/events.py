@@ -310,7 +310,7 @@ def _plain_event(
 ) -> Event:
     """An Event with no key, op or ack timeout, its fields set one by one: half the cost of
     the dataclass's `__init__` (a call with twelve parameters), on every consumer's hot
-    path. Every field is set (`tests/test_events.py` checks it against `__init__`)."""
+    path. Every field is set (`tests/test_event_build.py` checks it against `__init__`)."""
     event = _new(Event)
     event.id = event_id
     event.channel = channel
@@ -391,23 +391,30 @@ class SeenMessages:
         self._now: dict[bytes, str] = {}
         self._before: dict[bytes, str] = {}
 
-    def remember_all(self, events: Sequence[Event]) -> bool:
-        """True, and all of them remembered, if no event of a batch shares its message id
-        with another handed out lately or in the batch (the usual): one look at the batch,
-        not one per event. False, and nothing remembered: `duplicate` decides each."""
+    def remember_all(self, built: Sequence[Event | None]) -> list[Event] | None:
+        """A batch as built (None for an entry trimmed while pending): its events, all of
+        them remembered, if every entry is an event and none shares its message id with
+        another handed out lately or in the batch (the usual): one look at the batch, not
+        one per event. None, and nothing remembered: `duplicate` decides each."""
+        if None in built:
+            return None
+        events = cast(list[Event], built)
         mids = {event.raw_message_id: event.id for event in events}
-        now, before = self._now, self._before
         if (
             len(mids) != len(events)
             or None in mids
-            or not now.keys().isdisjoint(mids)
-            or not before.keys().isdisjoint(mids)
+            or not self._now.keys().isdisjoint(mids)
+            or not self._before.keys().isdisjoint(mids)
         ):
-            return False
-        now.update(cast(dict[bytes, str], mids))
-        if len(now) >= RECENT_MESSAGES:
-            self._before, self._now = now, {}
-        return True
+            return None
+        self._now.update(cast(dict[bytes, str], mids))
+        self._roll()
+        return events
+
+    def _roll(self) -> None:
+        """The newer generation full: it becomes the older, the older is dropped."""
+        if len(self._now) >= RECENT_MESSAGES:
+            self._before, self._now = self._now, {}
 
     def duplicate(self, event: Event) -> bool:
         """Another entry with this event's message id was handed out lately; else remembers it."""
@@ -417,7 +424,6 @@ class SeenMessages:
         first = self._now.get(mid) or self._before.get(mid)
         if first is None:
             self._now[mid] = event.id
-            if len(self._now) >= RECENT_MESSAGES:
-                self._before, self._now = self._now, {}
+            self._roll()
             return False
         return first != event.id

@@ -14,7 +14,6 @@ tenth from run to run. Run it with
 from __future__ import annotations
 
 import argparse
-import hashlib
 import statistics
 import sys
 import tempfile
@@ -47,7 +46,7 @@ class Share:
 
 def script_names() -> dict[str, str]:
     """SHA1 -> name of every script of the library."""
-    return {hashlib.sha1(scripts.source(n).encode()).hexdigest(): n for n in scripts.NAMES}
+    return {scripts.sha(n): n for n in scripts.NAMES}
 
 
 def shares(log: list[dict[str, Any]], events: int, names: dict[str, str]) -> list[Share]:

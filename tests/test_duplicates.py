@@ -13,7 +13,7 @@ import pytest
 
 import durables
 
-from .helpers import wait_for
+from .helpers import fetch_all, wait_for
 
 pytestmark = [pytest.mark.on_cluster, pytest.mark.both_clients]
 
@@ -22,6 +22,11 @@ def _stored_twice(client: durables.Client, channel: durables.Channel, text: str)
     """Publish `text`, then append a second entry with its message id (as a failover that
     lost the first copy's record, and a retry, leave it); the message id."""
     channel.publish(text)
+    return _copy_newest(client, channel)
+
+
+def _copy_newest(client: durables.Client, channel: durables.Channel) -> str:
+    """Append a second entry with the newest event's payload and message id; the id."""
     raw: Any = client.redis
     ((_, fields),) = raw.xrevrange(channel.keys.stream, count=1)
     raw.xadd(channel.keys.stream, {"d": fields[b"d"], "m": fields[b"m"]})
@@ -61,19 +66,10 @@ def test_a_copy_stored_after_its_event_was_read_is_discarded_at_a_later_read(
     prefetch = None if kind == "exclusive" else 10
     with dur.consumer("c1", auto_ack=True, prefetch=prefetch) as c:
         channel.publish("a")
-        first: list[durables.Event] = []
-        deadline = time.monotonic() + 10
-        while not first and time.monotonic() < deadline:
-            first = c.fetch(timeout=0.5)
-        assert [e.text for e in first] == ["a"]
-        raw: Any = client.redis
-        ((_, fields),) = raw.xrevrange(channel.keys.stream, count=1)
-        raw.xadd(channel.keys.stream, {"d": fields[b"d"], "m": fields[b"m"]})  # a's copy
+        assert [e.text for e in fetch_all(c, 1, timeout=10)] == ["a"]
+        _copy_newest(client, channel)  # a's copy
         channel.publish("b")
-        later: list[durables.Event] = []
-        deadline = time.monotonic() + 10
-        while not later and time.monotonic() < deadline:
-            later = c.fetch(timeout=0.5)
+        later = fetch_all(c, 1, timeout=10)
         later += c.fetch(timeout=0.3)
         assert [e.text for e in later] == ["b"]
         assert c.discarded == 1

@@ -32,9 +32,9 @@ end
 -- member's) and nothing handed back or delayed waiting. New events then go, in order, to
 -- whoever has room, so a member may read them itself (a tap, a wait at its door).
 local function undivided(d, spec, store, order, filters)
-  local delayed = d.delayed_n or redis.call('ZCARD', d.delayed)  -- reap counted them
   if filter_tree(spec['ast']) ~= nil or filter_tree(store['ast']) ~= nil
-      or redis.call('LLEN', d.redo) > 0 or delayed > 0 then
+      or redis.call('LLEN', d.redo) > 0
+      or (d.delayed_n or redis.call('ZCARD', d.delayed)) > 0 then  -- reap counted them
     return false
   end
   for _, consumer in ipairs(order) do

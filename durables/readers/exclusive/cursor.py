@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections.abc import Callable, Sequence
-from typing import Any, cast
+from typing import Any
 
 from redis.exceptions import ResponseError
 
@@ -220,9 +220,9 @@ class ExclusiveCursor:
                 start += 1  # handed out before: the application has (or had) it
         rest = entries[start:] if start else entries
         if not selectors:  # the usual: every entry an event, none stored twice
-            built = [event_from_entry(channel, entry, counts) for entry in rest]
-            if None not in built and self.seen.remember_all(cast(list[Event], built)):
-                return self._handing(cast(list[Event], built))
+            fresh = self.seen.remember_all([event_from_entry(channel, e, counts) for e in rest])
+            if fresh is not None:
+                return self._handing(fresh)
         events = []
         for entry in rest:
             event = event_from_entry(channel, entry, counts)

@@ -60,8 +60,9 @@ class Ledger:
         channel, handed = self.channel, self.handed
         acked, acked_before = self._acked, self._acked_before  # acknowledged lately
         built = [event_from_entry(channel, entry, counts) for entry in entries]
-        if None not in built and self.seen.remember_all(cast(list[Event], built)):
-            ids = [event.id for event in cast(list[Event], built)]  # none stored twice
+        batch = self.seen.remember_all(built)
+        if batch is not None:
+            ids = [event.id for event in batch]  # none stored twice
         else:
             duplicate = self.seen.duplicate
             ids = [event.id for event in built if event is not None and not duplicate(event)]
