@@ -102,6 +102,33 @@ def test_exclusive_deferred_ack_rides_with_the_next_read_and_survives_a_failed_s
     assert len(c.read()) == 1  # nothing left to acknowledge
 
 
+def test_exclusive_reads_its_pending_list_after_a_read_whose_reply_was_lost() -> None:
+    """A read of new events that failed or was cancelled may have taken events the
+    application never got: the next read looks past the newest handed out, in the
+    pending list, before it reads new ones (else a later cumulative ack covers them)."""
+    c = cursor()
+    c.cursor = ">"
+    c.events([entry("1-0", d="a"), entry("2-0", d="b")])  # handed out
+    c.read()
+    c.read_failed()  # its reply lost: did it take 3-0 ...?
+    assert c.read()[-1].args[-2:] == ("2-0", ">")
+    events, again = c.on_read([[entry("3-0", d="c")]])
+    assert [e.id for e in events] == ["3-0"] and not events[0].redelivered and not again
+    c.on_read([[]])
+    assert c.read()[-1].args[-2:] == (">", ">")  # nothing more: new ones again
+
+
+def test_exclusive_reads_withdrawn_events_again_at_the_next_read() -> None:
+    c = cursor()
+    c.cursor = ">"
+    c.events([entry("1-0", d="a")])
+    withdrawn = c.events([entry("2-0", d="b"), entry("3-0", d="c")])
+    c.withdraw(withdrawn)  # read, then not handed out (a cancelled lease check)
+    assert c.read()[-1].args[-2:] == ("1-0", ">")
+    again, _ = c.on_read([[entry("2-0", d="b"), entry("3-0", d="c")]])
+    assert [e.id for e in again] == ["2-0", "3-0"] and c.discarded == 0
+
+
 def test_exclusive_acks_never_pass_a_rolled_back_event() -> None:
     c = cursor()
     events = c.events([entry(f"{i}-0", d="x") for i in (1, 2, 3)])

@@ -188,10 +188,23 @@ class ExclusiveCursor:
         return [self._ack(self._in_flight), read]
 
     def read_failed(self) -> None:
-        """The read was not sent (or its reply lost): the deferred ack goes with the next."""
+        """The read was not sent, or its reply was lost (an outage, or an asyncio fetch
+        cancelled while it awaited the reply): the deferred ack goes with the next, and a
+        read of new events may have taken some that were never handed out, so the next
+        read looks at the pending list first (`_pending_next`)."""
         if self._in_flight is not None and self.deferred is None:
             self.deferred = self._in_flight
         self._in_flight = None
+        if self.cursor == ">":
+            self._pending_next()
+
+    def _pending_next(self) -> None:
+        """Read this holder's own pending events past the newest handed out before new
+        ones: events a read took but the application never got would otherwise sit in the
+        pending list until a later event's cumulative ack acknowledged them unseen."""
+        ms, seq = self.handed
+        self.cursor = f"{ms}-{seq}"
+        self.resumed_below = self.handed
 
     def on_read(self, replies: Sequence[Any]) -> tuple[list[Event], bool]:
         """(events, again): `again` when the inherited history is done and the new events
@@ -247,13 +260,15 @@ class ExclusiveCursor:
 
     def withdraw(self, events: Sequence[Event]) -> None:
         """The events of the last read were not handed to the application after all (the
-        lease was lost meanwhile, or the read came after a reconnection not yet followed
-        by an attach): the next attach reads them again. What that read skipped is not
-        acknowledged either: a cumulative ack up to it would cover the events withdrawn."""
+        lease was lost meanwhile, the read came after a reconnection not yet followed by
+        an attach, or an asyncio fetch was cancelled while it checked the lease): the next
+        read (or attach) reads them again. What that read skipped is not acknowledged
+        either: a cumulative ack up to it would cover the events withdrawn."""
         gone = {event.id for event in events}
         self.unacked = [i for i in self.unacked if i not in gone]
         self.handed = self._handed_before
         self.skipped = self._skipped_before
+        self._pending_next()
 
     def _skip(self, event_id: str) -> None:
         if self.skipped is None or ids.key(event_id) > ids.key(self.skipped):
