@@ -9,12 +9,13 @@ under the reader's lock, the round trip goes after it.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterator, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from .readers.fetching import Fetching, Flusher, idle_seconds
+from .readers.fetching import Fetching, Flusher, check_timeout, idle_seconds, time_left
 
 if TYPE_CHECKING:
     from .events import Event
@@ -39,6 +40,8 @@ class Consumer(Fetching):
     ) -> None:
         super().__init__(reader, auto_ack=auto_ack, label=label, block_s=block_s, acks=acks)
         self._executor = reader.ctx.executor
+        self._turn = threading.Lock()
+        """Held by the fetch under way: fetches from several threads take turns."""
         self._executor.drive(reader.attaching())
 
     def __repr__(self) -> str:
@@ -47,9 +50,19 @@ class Consumer(Fetching):
     def fetch(self, timeout: float = 1.0) -> list[Event]:
         """The next events (waiting up to `timeout` seconds); [] if none came.
 
-        With auto-ack, the events of the previous fetch are acknowledged first.
+        With auto-ack, the events of the previous fetch are acknowledged first. Threads
+        that fetch from one consumer take turns: each waits (within its timeout) for the
+        fetch under way to return, so every event goes to one of them, once.
         """
-        return self._executor.drive(self.fetching(timeout))
+        check_timeout(timeout)
+        self._check_open()
+        started = time.monotonic()
+        if not self._turn.acquire(timeout=timeout):
+            return []
+        try:
+            return self._executor.drive(self.fetching(time_left(timeout, started)))
+        finally:
+            self._turn.release()
 
     def __iter__(self) -> Iterator[Event]:
         """Events one by one, waiting as long as it takes; stop by breaking out or closing

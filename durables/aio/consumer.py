@@ -20,7 +20,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from ..errors import DurablesError
-from ..readers.fetching import Fetching, Flusher, idle_seconds
+from ..readers.fetching import Fetching, Flusher, check_timeout, idle_seconds, time_left
 
 if TYPE_CHECKING:
     from ..events import Event
@@ -51,6 +51,8 @@ class AsyncConsumer(Fetching):
         self._executor = reader.ctx.executor
         self._attached = False
         self._sending: asyncio.Lock | None = None
+        self._turn: asyncio.Lock | None = None
+        """Held by the fetch under way: tasks that fetch from this consumer take turns."""
         self._tasks: set[asyncio.Task[None]] = set()
 
     def __repr__(self) -> str:
@@ -68,8 +70,25 @@ class AsyncConsumer(Fetching):
 
     async def fetch(self, timeout: float = 1.0) -> list[Event]:
         """The next events (waiting up to `timeout` seconds); [] if none came. With auto-ack,
-        the events of the previous fetch are acknowledged first."""
-        return await self._executor.drive(self.fetching(timeout))
+        the events of the previous fetch are acknowledged first. Tasks that fetch from one
+        consumer take turns: each waits (within its timeout) for the fetch under way to
+        return, so every event goes to one of them, once."""
+        check_timeout(timeout)
+        self._check_open()
+        started = time.monotonic()
+        turn = self._turn = self._turn or asyncio.Lock()
+        if turn.locked():
+            try:
+                async with asyncio.timeout(timeout):
+                    await turn.acquire()
+            except TimeoutError:
+                return []
+        else:
+            await turn.acquire()  # free: taken at once
+        try:
+            return await self._executor.drive(self.fetching(time_left(timeout, started)))
+        finally:
+            turn.release()
 
     def __aiter__(self) -> AsyncIterator[Event]:
         """Events one by one, waiting as long as it takes; stop by breaking out or closing

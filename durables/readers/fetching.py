@@ -48,6 +48,12 @@ def check_timeout(timeout: float) -> None:
         )
 
 
+def time_left(timeout: float, started: float) -> float:
+    """What is left of a fetch's `timeout` begun at `started` (monotonic seconds), after
+    waiting for its turn (`Consumer.fetch`: fetches of one consumer take turns)."""
+    return max(0.0, timeout - (time.monotonic() - started))
+
+
 class Fetching(ABC):
     """What both clients' consumers share: the fetch loop, what it handed out, and what
     acknowledging and rolling back change (`_commit_ops`, `_ack_ops`, `_rollback_ops`: the
@@ -184,4 +190,4 @@ def idle_seconds(idle_timeout: object) -> float | None:
     return None if idle_timeout is None else float(idle_timeout)
 
 
-__all__ = ["Fetching", "Flusher", "check_timeout", "idle_seconds"]
+__all__ = ["Fetching", "Flusher", "check_timeout", "idle_seconds", "time_left"]
