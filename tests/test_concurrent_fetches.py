@@ -1,10 +1,12 @@
-"""Threads (or asyncio tasks) that fetch from one consumer take turns.
+"""Threads (or asyncio tasks) that fetch from one consumer take turns, and one may close it.
 
 A consumer's reader is one state machine: two fetches interleaving their round trips
 handed one read's reply to the other's state (shared and serial consumers failed with
 unpacking errors) and let an exclusive holder's cumulative acknowledgement pass events
 another fetch had read and not yet handed out (66 of 3,000 lost in a probe). Each fetch
-now waits, within its own timeout, for the one under way.
+now waits, within its own timeout, for the one under way. And a consumer closed while
+another thread waits in its fetch lets go of the durable: that fetch no longer attaches
+again when the close wakes it.
 """
 
 from __future__ import annotations
@@ -103,3 +105,35 @@ def test_a_fetch_waiting_for_its_turn_returns_within_its_own_timeout(
         waiting.join(10)
     print(f"the second fetch took {took:.2f} s")
     assert took < 1.0
+
+
+@pytest.mark.parametrize("kind", ["exclusive", "shared", "serial", "keyed"])
+def test_a_consumer_closed_while_another_thread_waits_in_fetch_lets_go_of_the_durable(
+    channel: durables.Channel, kind: durables.Kind
+) -> None:
+    """The usual shutdown: a worker thread waits in fetch(), the main thread closes the
+    consumer. The close wakes the wait (its lease or its membership is gone), and the
+    fetch must not attach again: a closed consumer that did held the durable's lease, or
+    a window of its events, for as long as the client ran. The next consumer attaches at
+    once and gets every event."""
+    durable = channel.durable("work", kind=kind)
+    prefetch = None if kind == "exclusive" else 8
+    consumer = durable.consumer("old", prefetch=prefetch)
+    got: list[list[durables.Event]] = []
+    waiting = threading.Thread(target=lambda: got.append(consumer.fetch(timeout=3.0)))
+    waiting.start()
+    time.sleep(0.5)  # blocked in its read by now
+    consumer.close()
+    waiting.join(10)
+    attached = durable.info().consumers
+    with durable.consumer("new", prefetch=prefetch) as heir:
+        channel.publish_many([durables.Message(str(n), key=f"k{n}") for n in range(5)])
+        numbers = [int(e.text) for e in heir.fetch(timeout=2.0)]
+        for _ in range(10):
+            if len(numbers) >= 5:
+                break
+            numbers += [int(e.text) for e in heir.fetch(timeout=0.5)]
+    print(f"{kind}: the closed consumer's fetch returned {got}; attached after: {attached}")
+    assert got == [[]]
+    assert attached == ()
+    assert sorted(numbers) == list(range(5))

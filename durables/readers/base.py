@@ -58,6 +58,9 @@ class Reader(LeaseHolder, ABC, Generic[C]):
     outage loop, and what acknowledging sends. `ExclusiveReader` and `SharedReader` are the
     kinds."""
 
+    closing = False
+    """Set as it starts releasing: a fetch under way on another thread (or task) that finds
+    the lease lost, or an outage past, attaches no more (`_attaching_again`)."""
     stops_on_error = False
     """A subscription listener's failure ends the subscription (exclusive: nothing past a
     rolled-back event may be acknowledged before a re-subscription)."""
@@ -102,9 +105,13 @@ class Reader(LeaseHolder, ABC, Generic[C]):
         returns [] if the server is still away when `timeout` ends."""
         deadline = self.ctx.clock() + timeout
         while True:
+            if self.closing:
+                return []  # closed meanwhile
             try:
-                if self._lost or self._epoch != self.ctx.executor.epoch:
-                    yield from self.reattaching()  # LeaseLostError: another consumer holds it
+                lapsed = self._lost or self._epoch != self.ctx.executor.epoch
+                # LeaseLostError: another consumer holds it
+                if lapsed and not (yield from self._attaching_again()):
+                    return []
                 try:
                     return (yield from self.read_until(deadline))
                 except LeaseLostError:
@@ -130,10 +137,28 @@ class Reader(LeaseHolder, ABC, Generic[C]):
             return
         self._touched()
 
-    @abstractmethod
     def releasing(self, unhanded: Sequence[Event]) -> Flow[None]:
         """Detach, sending the deferred acknowledgements first; `unhanded` events were read
-        but never given to the application."""
+        but never given to the application. A fetch under way attaches no more."""
+        self.closing = True
+        yield from self._release(unhanded)
+
+    @abstractmethod
+    def _release(self, unhanded: Sequence[Event]) -> Flow[None]:
+        """What detaching sends (`releasing`)."""
+
+    def _attaching_again(self) -> Flow[bool]:
+        """Attach again (after an outage or a lapsed lease) unless the consumer is being
+        closed; one closed while it attached gives that attachment up at once (else a
+        closed consumer would hold its lease, or its window's events, for as long as the
+        client runs). False if it is closed: nothing is held."""
+        if self.closing:
+            return False
+        yield from self.reattaching()
+        if self.closing:
+            yield from self._release(())
+            return False
+        return True
 
     @abstractmethod
     def reattaching(self) -> Flow[None]:

@@ -128,6 +128,8 @@ class Fetching(ABC):
         deadline = time.monotonic() + max(0.0, timeout)
         while True:
             events = yield from reader.reading(max(0.0, deadline - time.monotonic()))
+            if self._closed or reader.closing:
+                return []  # closed by another thread (or task) meanwhile: its events come again
             if events:
                 for event in events:
                     event.owner = self

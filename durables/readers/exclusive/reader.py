@@ -135,7 +135,8 @@ class ExclusiveReader(Reader[C]):
                 events, again = self.state.on_read(replies[: len(ops)])
             self._touched()
             if self._epoch != self.ctx.executor.epoch:
-                yield from self._reread(events)  # then its pending list first, if time is left
+                if not (yield from self._reread(events)):  # then its pending list first
+                    return []  # closed meanwhile
             elif events:
                 return (yield from self._fenced(self._waited(replies, events)))
             elif again:
@@ -145,14 +146,15 @@ class ExclusiveReader(Reader[C]):
             if deadline - clock() <= 0:
                 return []
 
-    def _reread(self, events: list[Event]) -> Flow[None]:
+    def _reread(self, events: list[Event]) -> Flow[bool]:
         """A read that went out after a reconnection this consumer has not attached again
         since (made in the read's own round trip, or by another thread after `reading`
         looked): a read before the outage may have lost its reply, its events pending and
         never handed out, and a cumulative ack of these later ones would acknowledge them
-        unseen. So these are withdrawn, and the attach reads the pending list first."""
+        unseen. So these are withdrawn, and the attach reads the pending list first; False
+        if the consumer is being closed (it attaches no more)."""
         self._withdraw(events)
-        yield from self.reattaching()
+        return (yield from self._attaching_again())
 
     def commit_ops(self, events: Sequence[Event], *, defer: bool = False) -> list[Op[Any]]:
         """Up to the last of `events` (the lock is not held over the round trip: a
@@ -184,7 +186,7 @@ class ExclusiveReader(Reader[C]):
             op = self.state.rollback(events)
         return [] if op is None else [op]
 
-    def releasing(self, unhanded: Sequence[Event]) -> Flow[None]:
+    def _release(self, unhanded: Sequence[Event]) -> Flow[None]:
         """Give up the lease; with the server away, it lapses by itself."""
         self.ctx.runtime.heartbeat.remove(self.token)
         with self.lock:

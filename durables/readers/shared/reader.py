@@ -205,7 +205,7 @@ class SharedReader(Reader[C]):
             op = self.state.rollback(events, delay_s)
         return [] if op is None else [op]
 
-    def releasing(self, unhanded: Sequence[Event]) -> Flow[None]:
+    def _release(self, unhanded: Sequence[Event]) -> Flow[None]:
         """Leave the ring; with the server away, the lease lapses by itself and the
         dispatcher hands this consumer's events to the others."""
         self.ctx.runtime.heartbeat.remove(self.id)
