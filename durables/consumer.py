@@ -15,7 +15,7 @@ from collections.abc import Iterator, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from .readers.fetching import Fetching, Flusher, check_timeout, idle_seconds, time_left
+from .readers.fetching import Fetching, Flusher, idle_seconds, time_left
 
 if TYPE_CHECKING:
     from .events import Event
@@ -54,9 +54,7 @@ class Consumer(Fetching):
         that fetch from one consumer take turns: each waits (within its timeout) for the
         fetch under way to return, so every event goes to one of them, once.
         """
-        check_timeout(timeout)
-        self._check_open()
-        started = time.monotonic()
+        started = self._fetch_begins(timeout)
         if not self._turn.acquire(timeout=timeout):
             return []
         try:

@@ -20,7 +20,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from ..errors import DurablesError
-from ..readers.fetching import Fetching, Flusher, check_timeout, idle_seconds, time_left
+from ..readers.fetching import Fetching, Flusher, idle_seconds, time_left
 
 if TYPE_CHECKING:
     from ..events import Event
@@ -51,7 +51,7 @@ class AsyncConsumer(Fetching):
         self._executor = reader.ctx.executor
         self._attached = False
         self._sending: asyncio.Lock | None = None
-        self._turn: asyncio.Lock | None = None
+        self._turn = asyncio.Lock()
         """Held by the fetch under way: tasks that fetch from this consumer take turns."""
         self._tasks: set[asyncio.Task[None]] = set()
 
@@ -73,10 +73,8 @@ class AsyncConsumer(Fetching):
         the events of the previous fetch are acknowledged first. Tasks that fetch from one
         consumer take turns: each waits (within its timeout) for the fetch under way to
         return, so every event goes to one of them, once."""
-        check_timeout(timeout)
-        self._check_open()
-        started = time.monotonic()
-        turn = self._turn = self._turn or asyncio.Lock()
+        started = self._fetch_begins(timeout)
+        turn = self._turn
         if turn.locked():
             try:
                 async with asyncio.timeout(timeout):

@@ -117,11 +117,18 @@ class Fetching(ABC):
         """What the durable told this consumer while attached (the store filter's change)."""
         return self.reader.notices
 
-    def fetching(self, timeout: float) -> Flow[list[Event]]:
-        """The next events (waiting up to `timeout` seconds); [] if none came. With
-        auto-ack, the events of the previous fetch are acknowledged first (with the read)."""
-        self._check_open()
+    def _fetch_begins(self, timeout: float) -> float:
+        """A fetch's `timeout` checked and the consumer open (before it waits for its
+        turn): when it began (monotonic seconds), for `time_left`."""
         check_timeout(timeout)
+        self._check_open()
+        return time.monotonic()
+
+    def fetching(self, timeout: float) -> Flow[list[Event]]:
+        """The next events (waiting up to `timeout` seconds, checked by `_fetch_begins`);
+        [] if none came. With auto-ack, the events of the previous fetch are acknowledged
+        first (with the read)."""
+        self._check_open()  # again: it may have closed while this fetch waited its turn
         reader = self.reader
         if self.auto_ack and self._outstanding:
             yield from reader.sending(self._commit_ops(defer=True))  # goes with the read
